@@ -1,0 +1,64 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace grpc {
+class ClientContext;
+}
+
+namespace outrider::sidecar {
+
+/// Engine health as seen through `grpc.health.v1` Watch. The first four
+/// values are the protocol's ServingStatus; `unreachable` means the Watch
+/// stream could not be opened or dropped.
+enum class engine_health : int32_t {
+  unknown = 0,
+  serving = 1,
+  not_serving = 2,
+  service_unknown = 3,
+  unreachable = -1,
+};
+
+const char* to_string(engine_health h);
+
+/// Watches an engine's health on a thread of its own: opens a Watch stream
+/// for service "", reports every status, and on failure reconnects with
+/// exponential backoff. The callback runs on that thread; it must only hand
+/// the value on (e.g. `caf::anon_send`).
+class health_watch {
+public:
+  using callback = std::function<void(engine_health, const std::string&)>;
+
+  struct backoff {
+    std::chrono::milliseconds initial{100};
+    std::chrono::milliseconds max{2000};
+  };
+
+  health_watch(std::string endpoint, backoff b, callback cb);
+  ~health_watch(); // stops and joins
+
+  health_watch(const health_watch&) = delete;
+  health_watch& operator=(const health_watch&) = delete;
+
+  void stop();
+
+private:
+  void run();
+
+  std::string endpoint_;
+  backoff backoff_;
+  callback cb_;
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  bool stopping_ = false;                      // guarded by mtx_
+  std::shared_ptr<grpc::ClientContext> call_;  // guarded by mtx_
+  std::thread thread_;
+};
+
+} // namespace outrider::sidecar

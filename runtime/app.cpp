@@ -1,0 +1,138 @@
+#include "runtime/app.hpp"
+
+#include <condition_variable>
+#include <csignal>
+#include <cstdlib>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "runtime/errors.hpp"
+
+namespace outrider::runtime {
+
+namespace {
+
+// An actor that never finishes its shutdown; only for --debug-hang-on-shutdown.
+caf::behavior hang_on_shutdown(caf::event_based_actor* self) {
+  self->set_exit_handler([](caf::exit_msg&) {
+    spdlog::warn("debug: an actor hangs on shutdown as asked");
+    std::this_thread::sleep_for(std::chrono::hours{1});
+  });
+  return {[](caf::ok_atom) {}};
+}
+
+} // namespace
+
+void process_control::request_exit(int code, const std::string& reason) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  int expected = -1;
+  if (code_.compare_exchange_strong(expected, code))
+    reason_ = reason;
+}
+
+std::string process_control::reason() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return reason_;
+}
+
+supervisor_policy policy_from(const options& opts) {
+  supervisor_policy p;
+  p.initial_backoff = opts.get_duration("supervisor-initial-backoff");
+  p.max_backoff = opts.get_duration("supervisor-max-backoff");
+  p.stable_period = opts.get_duration("supervisor-stable-period");
+  p.max_restarts = static_cast<size_t>(opts.get_int("supervisor-max-restarts"));
+  p.restart_window = opts.get_duration("supervisor-restart-window");
+  return p;
+}
+
+int run_process(const options& opts, const role_builder& build) {
+  // Signals are taken synchronously by this thread; every thread started
+  // below inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  const auto& role = opts.get_string("role");
+  auto health = std::make_shared<health_state>(role);
+  auto control = std::make_shared<process_control>();
+  status_server status{health, global_metrics()};
+  auto host = opts.get_string("system-host");
+  auto err = status.start(host, static_cast<uint16_t>(
+                                  opts.get_int("system-port")));
+  if (!err.empty()) {
+    spdlog::error("status server: {}", err);
+    return 1;
+  }
+  spdlog::info("outrider {} starting; status server on {}:{}", role, host,
+               status.port());
+
+  caf::actor_system_config cfg;
+  auto threads = opts.get_int("scheduler-threads");
+  if (threads == 0)
+    threads = std::max(2u, std::thread::hardware_concurrency());
+  cfg.set("scheduler.max-threads", static_cast<size_t>(threads));
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  int code = 0;
+  {
+    caf::actor_system sys{cfg};
+    role_context ctx{opts, sys, health, control};
+    auto children = build(ctx);
+    if (opts.get_bool("debug-hang-on-shutdown"))
+      children.push_back(
+        {"debug-hang", [](caf::actor_system& s) {
+           return s.spawn(hang_on_shutdown);
+         }});
+    auto sup = spawn_supervisor(sys, policy_from(opts), std::move(children));
+    sup->attach_functor([control](const caf::error& reason) {
+      if (!is_normal_exit(reason))
+        control->request_exit(1, "supervisor gave up");
+    });
+
+    // Wait for a signal or an exit request; 200 ms granularity.
+    timespec tick{0, 200'000'000};
+    while (control->exit_code() < 0) {
+      int sig = sigtimedwait(&signals, nullptr, &tick);
+      if (sig == SIGTERM || sig == SIGINT) {
+        spdlog::info("received {}; shutting down",
+                     sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        control->request_exit(0, "signal");
+      }
+    }
+    code = control->exit_code();
+    health->begin_shutdown();
+    if (code != 0)
+      spdlog::error("exiting: {}", control->reason());
+
+    // Bounded shutdown: a watchdog ends the process if actors hang.
+    auto timeout = opts.get_duration("shutdown-timeout");
+    std::mutex mtx;
+    std::condition_variable cv;
+    bool done = false;
+    std::thread watchdog([&] {
+      std::unique_lock<std::mutex> guard{mtx};
+      if (!cv.wait_for(guard, timeout, [&] { return done; })) {
+        spdlog::error("shutdown did not finish within {} ms; exiting anyway",
+                      timeout.count());
+        spdlog::default_logger()->flush();
+        std::_Exit(code);
+      }
+    });
+    caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
+    sys.await_all_actors_done();
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      done = true;
+    }
+    cv.notify_all();
+    watchdog.join();
+  }
+  status.stop();
+  spdlog::info("outrider {} stopped", role);
+  return code;
+}
+
+} // namespace outrider::runtime

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/options.hpp"
+#include "runtime/status.hpp"
+#include "runtime/supervisor.hpp"
+
+namespace outrider::runtime {
+
+/// Lets any thread ask the process to exit with a code and a reason.
+class process_control {
+public:
+  void request_exit(int code, const std::string& reason);
+  /// The first request's code, or -1 while none was made.
+  int exit_code() const { return code_.load(); }
+  std::string reason() const;
+
+private:
+  std::atomic<int> code_{-1};
+  mutable std::mutex mtx_;
+  std::string reason_; // guarded by mtx_
+};
+
+/// What a role needs to build its actors.
+struct role_context {
+  const options& opts;
+  caf::actor_system& sys;
+  std::shared_ptr<health_state> health;
+  std::shared_ptr<process_control> control;
+};
+
+/// Returns the children of the root supervisor for one role.
+using role_builder = std::function<std::vector<child_spec>(role_context&)>;
+
+/// Runs the process: status server first, then the actor system and the
+/// root supervisor with the role's children, until SIGTERM/SIGINT, an exit
+/// request or the supervisor giving up. Returns the process exit code.
+int run_process(const options& opts, const role_builder& build);
+
+/// The supervisor policy configured by the `supervisor-*` options.
+supervisor_policy policy_from(const options& opts);
+
+} // namespace outrider::runtime

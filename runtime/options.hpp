@@ -1,0 +1,79 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace outrider::runtime {
+
+/// The type of an option's value; decides how text is parsed and validated.
+enum class option_type { string, integer, boolean, duration };
+
+/// One option: the same key is a flag (`--key`), a YAML key (`key:`) and an
+/// environment variable (`OUTRIDER_KEY`, dashes become underscores).
+struct option_spec {
+  std::string key;
+  option_type type;
+  std::string default_value;
+  std::string help;
+  std::string example;
+  std::vector<std::string> choices; // empty: any value of the type
+  int64_t min = 0;                  // integers only
+  int64_t max = 0;                  // integers only; min == max: no range
+  bool hidden = false;              // debugging aids, listed separately
+};
+
+/// Every option outrider understands, in the order `--help` lists them.
+const std::vector<option_spec>& option_specs();
+
+/// Where a value came from; precedence is flag > env > file > default.
+enum class option_source { default_value, file, env, flag };
+
+/// Validated option values.
+class options {
+public:
+  const std::string& get_string(const std::string& key) const;
+  int64_t get_int(const std::string& key) const;
+  bool get_bool(const std::string& key) const;
+  std::chrono::milliseconds get_duration(const std::string& key) const;
+  option_source source(const std::string& key) const;
+
+  /// Sets a value without validation; for tests and internal defaults.
+  void set(const std::string& key, std::string value, option_source src);
+
+private:
+  struct value {
+    std::string text;
+    option_source src = option_source::default_value;
+  };
+  const value& at(const std::string& key) const;
+  std::map<std::string, value> values_;
+};
+
+/// The outcome of reading the command line, environment and config file.
+struct parse_outcome {
+  enum kind { ok, help, version, error };
+  kind what = ok;
+  options opts;
+  std::string message; // the error line, or the help text
+};
+
+/// Parses flags (`--key value`, `--key=value`, bare `--flag` for booleans),
+/// `OUTRIDER_*` variables from `env` and the YAML file named by `--config`.
+parse_outcome parse_options(const std::vector<std::string>& args,
+                            const std::map<std::string, std::string>& env);
+
+/// Parses a duration such as `250ms`, `5s`, `2m` or a bare number of
+/// milliseconds; nullopt when malformed or negative.
+std::optional<std::chrono::milliseconds> parse_duration(const std::string& s);
+
+/// The `--help` text.
+std::string help_text();
+
+/// Collects `OUTRIDER_*` variables from the process environment.
+std::map<std::string, std::string> process_environment();
+
+} // namespace outrider::runtime

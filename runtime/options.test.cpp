@@ -1,0 +1,178 @@
+#include "runtime/options.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+using namespace outrider::runtime;
+
+namespace {
+
+struct temp_yaml {
+  std::filesystem::path path;
+  explicit temp_yaml(const std::string& text) {
+    static int n = 0;
+    path = std::filesystem::temp_directory_path()
+           / ("outrider-opts-" + std::to_string(::getpid()) + "-"
+              + std::to_string(n++) + ".yaml");
+    std::ofstream(path) << text;
+  }
+  ~temp_yaml() { std::filesystem::remove(path); }
+};
+
+parse_outcome parse(std::vector<std::string> args,
+                    std::map<std::string, std::string> env = {}) {
+  return parse_options(args, env);
+}
+
+} // namespace
+
+TEST_CASE("defaults apply when nothing is given") {
+  auto r = parse({"--role", "sidecar"});
+  REQUIRE(r.what == parse_outcome::ok);
+  CHECK(r.opts.get_int("system-port") == 9090);
+  CHECK(r.opts.get_string("system-host") == "127.0.0.1");
+  CHECK(r.opts.source("system-port") == option_source::default_value);
+  CHECK(r.opts.get_duration("shutdown-timeout") == std::chrono::seconds{5});
+}
+
+TEST_CASE("precedence is flag > env > file > default") {
+  temp_yaml f{"system-port: 7001\nlog-level: debug\nlog-format: json\n"};
+  auto path = f.path.string();
+  auto r = parse({"--role=sidecar", "--config", path, "--system-port", "7003"},
+                 {{"OUTRIDER_SYSTEM_PORT", "7002"},
+                  {"OUTRIDER_LOG_LEVEL", "warn"},
+                  {"HOME", "/root"}});
+  REQUIRE(r.what == parse_outcome::ok);
+  CHECK(r.opts.get_int("system-port") == 7003);
+  CHECK(r.opts.source("system-port") == option_source::flag);
+  CHECK(r.opts.get_string("log-level") == "warn");
+  CHECK(r.opts.source("log-level") == option_source::env);
+  CHECK(r.opts.get_string("log-format") == "json");
+  CHECK(r.opts.source("log-format") == option_source::file);
+}
+
+TEST_CASE("the config file may come from the environment") {
+  temp_yaml f{"role: sidecar\n"};
+  auto r = parse({}, {{"OUTRIDER_CONFIG", f.path.string()}});
+  REQUIRE(r.what == parse_outcome::ok);
+  CHECK(r.opts.get_string("role") == "sidecar");
+}
+
+TEST_CASE("boolean flags take a bare form or a value") {
+  auto a = parse({"--role", "sidecar", "--debug-hang-on-shutdown"});
+  REQUIRE(a.what == parse_outcome::ok);
+  CHECK(a.opts.get_bool("debug-hang-on-shutdown"));
+  auto b = parse({"--debug-hang-on-shutdown", "false", "--role", "sidecar"});
+  REQUIRE(b.what == parse_outcome::ok);
+  CHECK_FALSE(b.opts.get_bool("debug-hang-on-shutdown"));
+}
+
+TEST_CASE("bad input gives one clear error line") {
+  using Catch::Matchers::Contains;
+  SECTION("unknown flag, with a suggestion") {
+    auto r = parse({"--role", "sidecar", "--sytem-port", "1"});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message, Contains("unknown flag '--sytem-port'")
+                            && Contains("did you mean 'system-port'"));
+  }
+  SECTION("unknown role") {
+    auto r = parse({"--role", "banana"});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message, Contains("'role' must be one of sidecar, router, all"));
+  }
+  SECTION("missing role") {
+    auto r = parse({});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message, Contains("no role given"));
+  }
+  SECTION("wrong type") {
+    auto r = parse({"--role", "sidecar", "--system-port", "abc"});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message, Contains("'system-port' must be an integer"));
+  }
+  SECTION("out of range") {
+    auto r = parse({"--role", "sidecar", "--system-port", "70000"});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message, Contains("between 0 and 65535"));
+  }
+  SECTION("bad duration") {
+    auto r = parse({"--role", "sidecar", "--shutdown-timeout", "5 parsecs"});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message, Contains("must be a duration"));
+  }
+  SECTION("flag without value") {
+    auto r = parse({"--role"});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message, Contains("needs a value"));
+  }
+  SECTION("positional argument") {
+    auto r = parse({"sidecar"});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message, Contains("unexpected argument 'sidecar'"));
+  }
+  SECTION("unknown environment variable") {
+    auto r = parse({"--role", "sidecar"}, {{"OUTRIDER_SYSTEM_PROT", "1"}});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message,
+               Contains("unknown environment variable OUTRIDER_SYSTEM_PROT"));
+  }
+  SECTION("unknown key in the file names its line") {
+    temp_yaml f{"role: sidecar\n# comment\nsistem-port: 1\n"};
+    auto r = parse({"--config", f.path.string()});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message, Contains(f.path.string() + ":3: unknown key "
+                                                     "'sistem-port'"));
+  }
+  SECTION("wrong type in the file names its line") {
+    temp_yaml f{"role: sidecar\nsystem-port: lots\n"};
+    auto r = parse({"--config", f.path.string()});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message, Contains(":2: 'system-port' must be an integer"));
+  }
+  SECTION("invalid YAML names its line") {
+    temp_yaml f{"role: sidecar\nsystem-port: [1, 2\n"};
+    auto r = parse({"--config", f.path.string()});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message, Contains("invalid YAML"));
+  }
+  SECTION("nested value") {
+    temp_yaml f{"role:\n  - sidecar\n"};
+    auto r = parse({"--config", f.path.string()});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message, Contains(":1: 'role' must be a single value"));
+  }
+  SECTION("unreadable file") {
+    auto r = parse({"--role", "sidecar", "--config", "/nonexistent/x.yaml"});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message,
+               Contains("cannot read config file '/nonexistent/x.yaml'"));
+  }
+  SECTION("inconsistent backoff") {
+    auto r = parse({"--role", "sidecar", "--supervisor-initial-backoff", "2s",
+                    "--supervisor-max-backoff", "1s"});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message, Contains("must not exceed"));
+  }
+}
+
+TEST_CASE("durations") {
+  using namespace std::chrono;
+  CHECK(parse_duration("250ms") == milliseconds{250});
+  CHECK(parse_duration("250") == milliseconds{250});
+  CHECK(parse_duration("3s") == seconds{3});
+  CHECK(parse_duration("2m") == minutes{2});
+  CHECK_FALSE(parse_duration("-1s"));
+  CHECK_FALSE(parse_duration("s"));
+  CHECK_FALSE(parse_duration("1y"));
+}
+
+TEST_CASE("help lists every visible option with an example") {
+  auto text = help_text();
+  for (const auto& s : option_specs()) {
+    CHECK(text.find("--" + s.key) != std::string::npos);
+    CHECK(text.find(s.example) != std::string::npos);
+  }
+}

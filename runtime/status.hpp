@@ -1,0 +1,67 @@
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "runtime/http_server.hpp"
+#include "runtime/metrics.hpp"
+
+namespace outrider::runtime {
+
+/// What the process reports about itself: readiness and each component's
+/// state. Thread-safe; written by actors, read by the status server.
+class health_state {
+public:
+  explicit health_state(std::string role);
+
+  /// The role declares itself ready (or not). Ignored once shutting down.
+  void set_ready(bool ready);
+  /// Readiness goes false for good; called at the first moment of shutdown.
+  void begin_shutdown();
+  bool ready() const { return ready_.load() && !shutting_down_.load(); }
+  bool shutting_down() const { return shutting_down_.load(); }
+
+  /// Records a component's state, e.g. ("engine", "serving", "").
+  void set_component(const std::string& name, const std::string& state,
+                     const std::string& detail = {});
+
+  /// The `/health` document.
+  std::string to_json() const;
+
+private:
+  struct component {
+    std::string state;
+    std::string detail;
+  };
+  std::string role_;
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> shutting_down_{false};
+  mutable std::mutex mtx_;
+  std::map<std::string, component> components_; // guarded by mtx_
+};
+
+/// The status server: `/live`, `/ready`, `/health`, `/metrics`.
+class status_server {
+public:
+  status_server(std::shared_ptr<health_state> health,
+                metrics_registry& metrics);
+
+  /// Starts listening; returns an error text, or empty on success.
+  std::string start(const std::string& host, uint16_t port);
+  uint16_t port() const { return http_.port(); }
+  void stop() { http_.stop(); }
+
+  /// Routes one request; public for unit tests.
+  http_response handle(const http_request& req);
+
+private:
+  std::shared_ptr<health_state> health_;
+  metrics_registry& metrics_;
+  counter& requests_;
+  http_server http_;
+};
+
+} // namespace outrider::runtime
