@@ -61,8 +61,8 @@ int run_process(const options& opts, const role_builder& build) {
   auto control = std::make_shared<process_control>();
   status_server status{health, global_metrics()};
   auto host = opts.get_string("system-host");
-  auto err = status.start(host, static_cast<uint16_t>(
-                                  opts.get_int("system-port")));
+  auto err =
+    status.start(host, static_cast<uint16_t>(opts.get_int("system-port")));
   if (!err.empty()) {
     spdlog::error("status server: {}", err);
     return 1;
@@ -82,10 +82,9 @@ int run_process(const options& opts, const role_builder& build) {
     role_context ctx{opts, sys, health, control};
     auto children = build(ctx);
     if (opts.get_bool("debug-hang-on-shutdown"))
-      children.push_back(
-        {"debug-hang", [](caf::actor_system& s) {
-           return s.spawn(hang_on_shutdown);
-         }});
+      children.push_back({"debug-hang", [](caf::actor_system& s) {
+                            return s.spawn(hang_on_shutdown);
+                          }});
     auto sup = spawn_supervisor(sys, policy_from(opts), std::move(children));
     sup->attach_functor([control](const caf::error& reason) {
       if (!is_normal_exit(reason))

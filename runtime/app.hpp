@@ -15,13 +15,13 @@ namespace outrider::runtime {
 
 /// Lets any thread ask the process to exit with a code and a reason.
 class process_control {
-public:
+ public:
   void request_exit(int code, const std::string& reason);
   /// The first request's code, or -1 while none was made.
   int exit_code() const { return code_.load(); }
   std::string reason() const;
 
-private:
+ private:
   std::atomic<int> code_{-1};
   mutable std::mutex mtx_;
   std::string reason_; // guarded by mtx_

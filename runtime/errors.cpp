@@ -10,10 +10,14 @@ caf::error make_error(errc x) {
 
 std::string to_string(errc x) {
   switch (x) {
-    case errc::unknown_child: return "unknown_child";
-    case errc::child_unavailable: return "child_unavailable";
-    case errc::engine_unreachable: return "engine_unreachable";
-    case errc::startup_deadline: return "startup_deadline";
+  case errc::unknown_child:
+    return "unknown_child";
+  case errc::child_unavailable:
+    return "child_unavailable";
+  case errc::engine_unreachable:
+    return "engine_unreachable";
+  case errc::startup_deadline:
+    return "startup_deadline";
   }
   return "unknown";
 }

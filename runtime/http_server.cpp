@@ -42,8 +42,8 @@ std::string trim(const std::string& s) {
 }
 
 std::string serialize(const http_response& r, bool head) {
-  std::string out = "HTTP/1.1 " + std::to_string(r.status) + " "
-                    + http_reason(r.status) + "\r\n";
+  std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " +
+                    http_reason(r.status) + "\r\n";
   out += "Content-Type: " + r.content_type + "\r\n";
   out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
   out += "Connection: close\r\n";
@@ -59,8 +59,8 @@ http_response error_response(int status, const std::string& why) {
   http_response r;
   r.status = status;
   r.content_type = "application/json";
-  r.body = "{\"error\":{\"code\":" + std::to_string(status) + ",\"message\":\""
-           + why + "\"}}\n";
+  r.body = "{\"error\":{\"code\":" + std::to_string(status) +
+           ",\"message\":\"" + why + "\"}}\n";
   return r;
 }
 
@@ -92,9 +92,9 @@ parse_state parse(const std::string& in, const http_server::limits& lim,
   req.method = line.substr(0, sp1);
   req.target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   auto version = line.substr(sp2 + 1);
-  if (version.rfind("HTTP/", 0) != 0 || req.target.empty()
-      || req.target[0] != '/'
-      || !std::all_of(req.method.begin(), req.method.end(), ::isupper)) {
+  if (version.rfind("HTTP/", 0) != 0 || req.target.empty() ||
+      req.target[0] != '/' ||
+      !std::all_of(req.method.begin(), req.method.end(), ::isupper)) {
     err = error_response(400, "malformed request line");
     return parse_state::failed;
   }
@@ -122,8 +122,8 @@ parse_state parse(const std::string& in, const http_server::limits& lim,
   size_t body_len = 0;
   if (auto i = req.headers.find("content-length"); i != req.headers.end()) {
     const auto& v = i->second;
-    if (v.empty() || v.size() > 12
-        || !std::all_of(v.begin(), v.end(), ::isdigit)) {
+    if (v.empty() || v.size() > 12 ||
+        !std::all_of(v.begin(), v.end(), ::isdigit)) {
       err = error_response(400, "malformed Content-Length");
       return parse_state::failed;
     }
@@ -143,28 +143,43 @@ parse_state parse(const std::string& in, const http_server::limits& lim,
 
 const char* http_reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
+  case 200:
+    return "OK";
+  case 204:
+    return "No Content";
+  case 400:
+    return "Bad Request";
+  case 404:
+    return "Not Found";
+  case 405:
+    return "Method Not Allowed";
+  case 408:
+    return "Request Timeout";
+  case 413:
+    return "Content Too Large";
+  case 429:
+    return "Too Many Requests";
+  case 431:
+    return "Request Header Fields Too Large";
+  case 500:
+    return "Internal Server Error";
+  case 501:
+    return "Not Implemented";
+  case 503:
+    return "Service Unavailable";
+  case 505:
+    return "HTTP Version Not Supported";
+  default:
+    return "Unknown";
   }
 }
 
 http_server::http_server(handler h, limits lim)
-  : handler_(std::move(h)), limits_(lim) {
-}
+  : handler_(std::move(h)), limits_(lim) {}
 
-http_server::~http_server() { stop(); }
+http_server::~http_server() {
+  stop();
+}
 
 std::string http_server::start(const std::string& host, uint16_t port) {
   addrinfo hints{};
@@ -231,8 +246,8 @@ void http_server::run() {
     bool accepting = conns.size() < limits_.max_connections;
     fds.push_back({listen_fd_, static_cast<short>(accepting ? POLLIN : 0), 0});
     for (auto& c : conns)
-      fds.push_back({c.fd, static_cast<short>(c.responding ? POLLOUT : POLLIN),
-                     0});
+      fds.push_back(
+        {c.fd, static_cast<short>(c.responding ? POLLOUT : POLLIN), 0});
     if (poll(fds.data(), fds.size(), 100) < 0 && errno != EINTR)
       break;
     if (fds[0].revents)
@@ -274,8 +289,8 @@ void http_server::run() {
                       MSG_NOSIGNAL);
         if (n > 0)
           c.sent += static_cast<size_t>(n);
-        if ((n < 0 && errno != EAGAIN) || c.sent == c.out.size()
-            || now > c.deadline + limits_.request_timeout) {
+        if ((n < 0 && errno != EAGAIN) || c.sent == c.out.size() ||
+            now > c.deadline + limits_.request_timeout) {
           shutdown(c.fd, SHUT_WR);
           close(c.fd);
           c.fd = -1;
@@ -288,8 +303,8 @@ void http_server::run() {
     if (accepting && (fds[1].revents & POLLIN)) {
       // Bounded: at most a few accepts per wake-up.
       for (int k = 0; k < 16 && conns.size() < limits_.max_connections; ++k) {
-        int fd = accept4(listen_fd_, nullptr, nullptr,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd =
+          accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
           break;
         connection c;

@@ -12,8 +12,8 @@ namespace outrider::runtime {
 
 struct http_request {
   std::string method;
-  std::string target; // path and query as sent
-  std::string path;   // target without the query
+  std::string target;                         // path and query as sent
+  std::string path;                           // target without the query
   std::map<std::string, std::string> headers; // names lower-cased
   std::string body;
 };
@@ -30,7 +30,7 @@ struct http_response {
 /// carries one request and is closed after the response. Malformed, oversized
 /// or slow requests get 400, 413, 431, 408 or 505 without reaching the handler.
 class http_server {
-public:
+ public:
   using handler = std::function<http_response(const http_request&)>;
 
   struct limits {
@@ -56,7 +56,7 @@ public:
   /// Stops the poll thread and closes every connection. Idempotent.
   void stop();
 
-private:
+ private:
   void run();
 
   handler handler_;

@@ -13,7 +13,7 @@ namespace {
 
 // One JSON object per line: ts (RFC 3339, UTC), level, thread, msg.
 class json_formatter final : public spdlog::formatter {
-public:
+ public:
   void format(const spdlog::details::log_msg& msg,
               spdlog::memory_buf_t& dest) override {
     using namespace std::chrono;
@@ -26,13 +26,12 @@ public:
                   tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
                   tm.tm_min, tm.tm_sec, static_cast<int>(ms.count()));
     auto level = spdlog::level::to_string_view(msg.level);
-    std::string line = std::string{"{\"ts\":\""} + ts + "\",\"level\":\""
-                       + std::string(level.data(), level.size())
-                       + "\",\"thread\":" + std::to_string(msg.thread_id)
-                       + ",\"msg\":\""
-                       + json_escape(std::string(msg.payload.data(),
-                                                 msg.payload.size()))
-                       + "\"}\n";
+    std::string line =
+      std::string{"{\"ts\":\""} + ts + "\",\"level\":\"" +
+      std::string(level.data(), level.size()) +
+      "\",\"thread\":" + std::to_string(msg.thread_id) + ",\"msg\":\"" +
+      json_escape(std::string(msg.payload.data(), msg.payload.size())) +
+      "\"}\n";
     dest.append(line.data(), line.data() + line.size());
   }
 
@@ -48,19 +47,29 @@ std::string json_escape(const std::string& s) {
   out.reserve(s.size());
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    default:
+      if (c < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+        out += buf;
+      } else {
+        out += static_cast<char>(c);
+      }
     }
   }
   return out;

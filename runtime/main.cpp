@@ -32,17 +32,17 @@ int run_main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   auto parsed = runtime::parse_options(args, runtime::process_environment());
   switch (parsed.what) {
-    case runtime::parse_outcome::help:
-      std::fputs(parsed.message.c_str(), stdout);
-      return 0;
-    case runtime::parse_outcome::version:
-      std::puts("outrider 0.1.0");
-      return 0;
-    case runtime::parse_outcome::error:
-      std::fprintf(stderr, "outrider: error: %s\n", parsed.message.c_str());
-      return 2;
-    case runtime::parse_outcome::ok:
-      break;
+  case runtime::parse_outcome::help:
+    std::fputs(parsed.message.c_str(), stdout);
+    return 0;
+  case runtime::parse_outcome::version:
+    std::puts("outrider 0.1.0");
+    return 0;
+  case runtime::parse_outcome::error:
+    std::fprintf(stderr, "outrider: error: %s\n", parsed.message.c_str());
+    return 2;
+  case runtime::parse_outcome::ok:
+    break;
   }
   const auto& opts = parsed.opts;
   const auto& role = opts.get_string("role");

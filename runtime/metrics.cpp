@@ -70,7 +70,9 @@ std::string with_labels(const std::string& name, const std::string& labels,
 
 } // namespace
 
-void gauge::add(double d) { atomic_add(value_, d); }
+void gauge::add(double d) {
+  atomic_add(value_, d);
+}
 
 histogram::histogram(std::vector<double> bounds)
   : bounds_(std::move(bounds)),
@@ -81,16 +83,16 @@ histogram::histogram(std::vector<double> bounds)
 }
 
 void histogram::observe(double v) {
-  auto i = std::lower_bound(bounds_.begin(), bounds_.end(), v)
-           - bounds_.begin();
+  auto i =
+    std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
   counts_[i].fetch_add(1, std::memory_order_relaxed);
   count_.fetch_add(1, std::memory_order_relaxed);
   atomic_add(sum_, v);
 }
 
-metrics_registry::family&
-metrics_registry::get_family(const std::string& name, const std::string& help,
-                             kind type) {
+metrics_registry::family& metrics_registry::get_family(const std::string& name,
+                                                       const std::string& help,
+                                                       kind type) {
   if (!valid_name(name))
     throw std::invalid_argument("bad metric name: " + name);
   auto [it, added] = families_.try_emplace(name);
@@ -98,8 +100,7 @@ metrics_registry::get_family(const std::string& name, const std::string& help,
     it->second.type = type;
     it->second.help = help;
   } else if (it->second.type != type) {
-    throw std::invalid_argument("metric registered with another type: "
-                                + name);
+    throw std::invalid_argument("metric registered with another type: " + name);
   }
   return it->second;
 }
@@ -108,7 +109,8 @@ counter& metrics_registry::get_counter(const std::string& name,
                                        const std::string& help,
                                        const label_set& labels) {
   std::lock_guard<std::mutex> guard{mtx_};
-  auto& slot = get_family(name, help, kind::counter).counters[label_text(labels)];
+  auto& slot =
+    get_family(name, help, kind::counter).counters[label_text(labels)];
   if (!slot)
     slot = std::make_unique<counter>();
   return *slot;
@@ -142,34 +144,33 @@ std::string metrics_registry::render() const {
   for (const auto& [name, fam] : families_) {
     os << "# HELP " << name << ' ' << escape(fam.help, false) << '\n';
     switch (fam.type) {
-      case kind::counter:
-        os << "# TYPE " << name << " counter\n";
-        for (const auto& [labels, c] : fam.counters)
-          os << with_labels(name, labels) << ' ' << c->value() << '\n';
-        break;
-      case kind::gauge:
-        os << "# TYPE " << name << " gauge\n";
-        for (const auto& [labels, g] : fam.gauges)
-          os << with_labels(name, labels) << ' ' << number(g->value()) << '\n';
-        break;
-      case kind::histogram:
-        os << "# TYPE " << name << " histogram\n";
-        for (const auto& [labels, h] : fam.histograms) {
-          uint64_t cumulative = 0;
-          for (size_t i = 0; i <= h->bounds().size(); ++i) {
-            cumulative += h->bucket(i);
-            auto le = i < h->bounds().size() ? number(h->bounds()[i]) : "+Inf";
-            os << with_labels(name + "_bucket", labels, "le=\"" + le + "\"")
-               << ' ' << cumulative << '\n';
-          }
-          os << with_labels(name + "_sum", labels) << ' ' << number(h->sum())
-             << '\n';
-          // The bucket total, not count(): keeps +Inf == _count even while
-          // other threads observe during rendering.
-          os << with_labels(name + "_count", labels) << ' ' << cumulative
-             << '\n';
+    case kind::counter:
+      os << "# TYPE " << name << " counter\n";
+      for (const auto& [labels, c] : fam.counters)
+        os << with_labels(name, labels) << ' ' << c->value() << '\n';
+      break;
+    case kind::gauge:
+      os << "# TYPE " << name << " gauge\n";
+      for (const auto& [labels, g] : fam.gauges)
+        os << with_labels(name, labels) << ' ' << number(g->value()) << '\n';
+      break;
+    case kind::histogram:
+      os << "# TYPE " << name << " histogram\n";
+      for (const auto& [labels, h] : fam.histograms) {
+        uint64_t cumulative = 0;
+        for (size_t i = 0; i <= h->bounds().size(); ++i) {
+          cumulative += h->bucket(i);
+          auto le = i < h->bounds().size() ? number(h->bounds()[i]) : "+Inf";
+          os << with_labels(name + "_bucket", labels, "le=\"" + le + "\"")
+             << ' ' << cumulative << '\n';
         }
-        break;
+        os << with_labels(name + "_sum", labels) << ' ' << number(h->sum())
+           << '\n';
+        // The bucket total, not count(): keeps +Inf == _count even while
+        // other threads observe during rendering.
+        os << with_labels(name + "_count", labels) << ' ' << cumulative << '\n';
+      }
+      break;
     }
   }
   return os.str();
@@ -177,7 +178,7 @@ std::string metrics_registry::render() const {
 
 std::vector<double> metrics_registry::latency_bounds() {
   return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-          0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,     10};
+          0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
 }
 
 metrics_registry& global_metrics() {

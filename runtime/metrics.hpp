@@ -15,28 +15,28 @@ using label_set = std::vector<std::pair<std::string, std::string>>;
 
 /// A monotonically increasing count. Thread-safe, lock-free updates.
 class counter {
-public:
+ public:
   void inc(uint64_t n = 1) { value_.fetch_add(n, std::memory_order_relaxed); }
   uint64_t value() const { return value_.load(std::memory_order_relaxed); }
 
-private:
+ private:
   std::atomic<uint64_t> value_{0};
 };
 
 /// A value that goes up and down. Thread-safe, lock-free updates.
 class gauge {
-public:
+ public:
   void set(double v) { value_.store(v, std::memory_order_relaxed); }
   void add(double d);
   double value() const { return value_.load(std::memory_order_relaxed); }
 
-private:
+ private:
   std::atomic<double> value_{0};
 };
 
 /// A distribution over fixed upper bounds. Thread-safe, lock-free updates.
 class histogram {
-public:
+ public:
   explicit histogram(std::vector<double> bounds);
   void observe(double v);
   const std::vector<double>& bounds() const { return bounds_; }
@@ -45,7 +45,7 @@ public:
   uint64_t count() const { return count_.load(); }
   double sum() const { return sum_.load(); }
 
-private:
+ private:
   std::vector<double> bounds_;
   std::unique_ptr<std::atomic<uint64_t>[]> counts_;
   std::atomic<uint64_t> count_{0};
@@ -56,7 +56,7 @@ private:
 /// looking up a metric takes a lock; callers keep the returned reference
 /// (stable for the registry's lifetime) and update it without one.
 class metrics_registry {
-public:
+ public:
   counter& get_counter(const std::string& name, const std::string& help,
                        const label_set& labels = {});
   gauge& get_gauge(const std::string& name, const std::string& help,
@@ -71,7 +71,7 @@ public:
   /// Latency buckets in seconds, 100 µs to 10 s.
   static std::vector<double> latency_bounds();
 
-private:
+ private:
   enum class kind { counter, gauge, histogram };
   struct family {
     kind type;

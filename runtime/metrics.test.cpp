@@ -19,7 +19,8 @@ TEST_CASE("counters, gauges and histograms render in the text format") {
   CHECK_THAT(text, Contains("# TYPE x_total counter\n"));
   CHECK_THAT(text, Contains("x_total{kind=\"a\\\"b\"} 3\n"));
   CHECK_THAT(text, Contains("y 2.5\n"));
-  CHECK_THAT(text, Contains("z_seconds_bucket{le=\"0.10000000000000001\"} 1\n"));
+  CHECK_THAT(text,
+             Contains("z_seconds_bucket{le=\"0.10000000000000001\"} 1\n"));
   CHECK_THAT(text, Contains("z_seconds_bucket{le=\"1\"} 2\n"));
   CHECK_THAT(text, Contains("z_seconds_bucket{le=\"+Inf\"} 3\n"));
   CHECK_THAT(text, Contains("z_seconds_count 3\n"));

@@ -18,55 +18,65 @@ using ot = option_type;
 option_spec make(std::string key, ot type, std::string def, std::string help,
                  std::string example, std::vector<std::string> choices = {},
                  int64_t min = 0, int64_t max = 0, bool hidden = false) {
-  return option_spec{std::move(key), type,   std::move(def),
-                     std::move(help), std::move(example),
-                     std::move(choices), min, max, hidden};
+  return option_spec{std::move(key),
+                     type,
+                     std::move(def),
+                     std::move(help),
+                     std::move(example),
+                     std::move(choices),
+                     min,
+                     max,
+                     hidden};
 }
 
 std::vector<option_spec> make_specs() {
   return {
     make("role", ot::string, "", "which part to run", "--role sidecar",
-     {"sidecar", "router", "all"}),
+         {"sidecar", "router", "all"}),
     make("config", ot::string, "", "YAML file with any of these keys",
-     "--config cluster.yaml"),
+         "--config cluster.yaml"),
     make("system-host", ot::string, "127.0.0.1",
-     "address of the status server (/live, /ready, /health, /metrics)",
-     "--system-host 0.0.0.0"),
-    make("system-port", ot::integer, "9090", "port of the status server (0: any)",
-     "--system-port 9091", {}, 0, 65535),
+         "address of the status server (/live, /ready, /health, /metrics)",
+         "--system-host 0.0.0.0"),
+    make("system-port", ot::integer, "9090",
+         "port of the status server (0: any)", "--system-port 9091", {}, 0,
+         65535),
     make("log-level", ot::string, "info", "least severe log level printed",
-     "--log-level debug", {"trace", "debug", "info", "warn", "error", "off"}),
+         "--log-level debug",
+         {"trace", "debug", "info", "warn", "error", "off"}),
     make("log-format", ot::string, "text", "log line format",
-     "--log-format json", {"text", "json"}),
+         "--log-format json", {"text", "json"}),
     make("scheduler-threads", ot::integer, "0",
-     "actor scheduler threads (0: one per core)", "--scheduler-threads 2", {},
-     0, 256),
+         "actor scheduler threads (0: one per core)", "--scheduler-threads 2",
+         {}, 0, 256),
     make("shutdown-timeout", ot::duration, "5s",
-     "after SIGTERM, exit anyway once this has passed", "--shutdown-timeout 2s"),
+         "after SIGTERM, exit anyway once this has passed",
+         "--shutdown-timeout 2s"),
     make("supervisor-initial-backoff", ot::duration, "100ms",
-     "first delay before restarting a failed actor",
-     "--supervisor-initial-backoff 50ms"),
+         "first delay before restarting a failed actor",
+         "--supervisor-initial-backoff 50ms"),
     make("supervisor-max-backoff", ot::duration, "10s",
-     "the restart delay doubles up to this", "--supervisor-max-backoff 30s"),
+         "the restart delay doubles up to this",
+         "--supervisor-max-backoff 30s"),
     make("supervisor-stable-period", ot::duration, "30s",
-     "an actor up this long gets the initial delay again",
-     "--supervisor-stable-period 1m"),
+         "an actor up this long gets the initial delay again",
+         "--supervisor-stable-period 1m"),
     make("supervisor-max-restarts", ot::integer, "5",
-     "restarts within the window before the supervisor gives up",
-     "--supervisor-max-restarts 10", {}, 1, 1000),
+         "restarts within the window before the supervisor gives up",
+         "--supervisor-max-restarts 10", {}, 1, 1000),
     make("supervisor-restart-window", ot::duration, "60s",
-     "window for --supervisor-max-restarts",
-     "--supervisor-restart-window 5m"),
+         "window for --supervisor-max-restarts",
+         "--supervisor-restart-window 5m"),
     make("engine-endpoint", ot::string, "127.0.0.1:50051",
-     "the engine's gRPC address (sidecar)",
-     "--engine-endpoint 127.0.0.1:50051"),
+         "the engine's gRPC address (sidecar)",
+         "--engine-endpoint 127.0.0.1:50051"),
     make("engine-startup-deadline", ot::duration, "10m",
-     "sidecar: give up if the engine is not SERVING by then",
-     "--engine-startup-deadline 15m"),
+         "sidecar: give up if the engine is not SERVING by then",
+         "--engine-startup-deadline 15m"),
     make("debug-hang-on-shutdown", ot::boolean, "false",
-     "debugging: add an actor that never stops, to exercise "
-     "--shutdown-timeout",
-     "--debug-hang-on-shutdown", {}, 0, 0, true),
+         "debugging: add an actor that never stops, to exercise "
+         "--shutdown-timeout",
+         "--debug-hang-on-shutdown", {}, 0, 0, true),
   };
 }
 
@@ -86,8 +96,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
     row[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
       size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
-                         diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      row[j] = std::min(
+        {row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
       diag = up;
     }
   }
@@ -135,32 +145,31 @@ std::string join(const std::vector<std::string>& xs) {
 // Returns an empty string when `text` is a valid value for `spec`.
 std::string validate(const option_spec& spec, const std::string& text) {
   switch (spec.type) {
-    case ot::integer: {
-      auto v = parse_int(text);
-      if (!v)
-        return "'" + spec.key + "' must be an integer, got '" + text + "'";
-      if (spec.min != spec.max && (*v < spec.min || *v > spec.max))
-        return "'" + spec.key + "' must be between " + std::to_string(spec.min)
-               + " and " + std::to_string(spec.max) + ", got " + text;
-      break;
-    }
-    case ot::boolean:
-      if (!parse_bool(text))
-        return "'" + spec.key + "' must be true or false, got '" + text + "'";
-      break;
-    case ot::duration:
-      if (!parse_duration(text))
-        return "'" + spec.key
-               + "' must be a duration such as 500ms, 5s or 2m, got '" + text
-               + "'";
-      break;
-    case ot::string:
-      if (!spec.choices.empty()
-          && std::find(spec.choices.begin(), spec.choices.end(), text)
-               == spec.choices.end())
-        return "'" + spec.key + "' must be one of " + join(spec.choices)
-               + ", got '" + text + "'";
-      break;
+  case ot::integer: {
+    auto v = parse_int(text);
+    if (!v)
+      return "'" + spec.key + "' must be an integer, got '" + text + "'";
+    if (spec.min != spec.max && (*v < spec.min || *v > spec.max))
+      return "'" + spec.key + "' must be between " + std::to_string(spec.min) +
+             " and " + std::to_string(spec.max) + ", got " + text;
+    break;
+  }
+  case ot::boolean:
+    if (!parse_bool(text))
+      return "'" + spec.key + "' must be true or false, got '" + text + "'";
+    break;
+  case ot::duration:
+    if (!parse_duration(text))
+      return "'" + spec.key +
+             "' must be a duration such as 500ms, 5s or 2m, got '" + text + "'";
+    break;
+  case ot::string:
+    if (!spec.choices.empty() &&
+        std::find(spec.choices.begin(), spec.choices.end(), text) ==
+          spec.choices.end())
+      return "'" + spec.key + "' must be one of " + join(spec.choices) +
+             ", got '" + text + "'";
+    break;
   }
   return {};
 }
@@ -198,8 +207,8 @@ layer read_flags(const std::vector<std::string>& args, bool& help,
     std::string value;
     if (eq != std::string::npos) {
       value = body.substr(eq + 1);
-    } else if (spec->type == ot::boolean
-               && (i + 1 >= args.size() || !parse_bool(args[i + 1]))) {
+    } else if (spec->type == ot::boolean &&
+               (i + 1 >= args.size() || !parse_bool(args[i + 1]))) {
       value = "true";
     } else if (i + 1 < args.size()) {
       value = args[++i];
@@ -208,7 +217,7 @@ layer read_flags(const std::vector<std::string>& args, bool& help,
       return out;
     }
     if (auto err = validate(*spec, value); !err.empty()) {
-      out.error = "flag " + err;
+      out.error = "--" + key + ": " + err;
       return out;
     }
     out.values[key] = value;
@@ -231,7 +240,7 @@ layer read_env(const std::map<std::string, std::string>& env) {
       return out;
     }
     if (auto err = validate(*spec, value); !err.empty()) {
-      out.error = "environment variable " + name + ": " + err;
+      out.error = name + ": " + err;
       return out;
     }
     out.values[key] = value;
@@ -250,8 +259,8 @@ layer read_file(const std::string& path) {
   try {
     root = YAML::LoadFile(path);
   } catch (const YAML::Exception& e) {
-    out.error = path + ":" + std::to_string(e.mark.line + 1)
-                + ": invalid YAML: " + e.msg;
+    out.error =
+      path + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg;
     return out;
   } catch (const std::exception& e) {
     out.error = "cannot read config file '" + path + "': " + e.what();
@@ -260,8 +269,8 @@ layer read_file(const std::string& path) {
   if (root.IsNull())
     return out;
   if (!root.IsMap()) {
-    out.error = path + ":" + std::to_string(root.Mark().line + 1)
-                + ": the config file must be a mapping of option keys";
+    out.error = path + ":" + std::to_string(root.Mark().line + 1) +
+                ": the config file must be a mapping of option keys";
     return out;
   }
   for (auto it = root.begin(); it != root.end(); ++it) {
@@ -340,8 +349,7 @@ bool options::get_bool(const std::string& key) const {
   return parse_bool(at(key).text).value_or(false);
 }
 
-std::chrono::milliseconds
-options::get_duration(const std::string& key) const {
+std::chrono::milliseconds options::get_duration(const std::string& key) const {
   return parse_duration(at(key).text).value_or(std::chrono::milliseconds{0});
 }
 
@@ -349,8 +357,7 @@ option_source options::source(const std::string& key) const {
   return at(key).src;
 }
 
-void options::set(const std::string& key, std::string text,
-                  option_source src) {
+void options::set(const std::string& key, std::string text, option_source src) {
   values_[key] = value{std::move(text), src};
 }
 
@@ -380,11 +387,10 @@ parse_outcome parse_options(const std::vector<std::string>& args,
   if (!envs.error.empty())
     return fail(envs.error);
   layer file;
-  std::string config_path = flags.values.count("config")
-                              ? flags.values["config"]
-                              : (envs.values.count("config")
-                                   ? envs.values["config"]
-                                   : std::string{});
+  std::string config_path =
+    flags.values.count("config")
+      ? flags.values["config"]
+      : (envs.values.count("config") ? envs.values["config"] : std::string{});
   if (!config_path.empty()) {
     file = read_file(config_path);
     if (!file.error.empty())
@@ -398,15 +404,15 @@ parse_outcome parse_options(const std::vector<std::string>& args,
       out.opts.set(spec.key, i->second, src);
       return true;
     };
-    if (!pick(flags, option_source::flag) && !pick(envs, option_source::env)
-        && !pick(file, option_source::file))
+    if (!pick(flags, option_source::flag) && !pick(envs, option_source::env) &&
+        !pick(file, option_source::file))
       out.opts.set(spec.key, spec.default_value, option_source::default_value);
   }
   if (out.opts.get_string("role").empty())
     return fail("no role given: pass --role sidecar, --role router or "
                 "--role all (see --help)");
-  if (out.opts.get_duration("supervisor-initial-backoff")
-      > out.opts.get_duration("supervisor-max-backoff"))
+  if (out.opts.get_duration("supervisor-initial-backoff") >
+      out.opts.get_duration("supervisor-max-backoff"))
     return fail("'supervisor-initial-backoff' must not exceed "
                 "'supervisor-max-backoff'");
   return out;

@@ -34,7 +34,7 @@ enum class option_source { default_value, file, env, flag };
 
 /// Validated option values.
 class options {
-public:
+ public:
   const std::string& get_string(const std::string& key) const;
   int64_t get_int(const std::string& key) const;
   bool get_bool(const std::string& key) const;
@@ -44,7 +44,7 @@ public:
   /// Sets a value without validation; for tests and internal defaults.
   void set(const std::string& key, std::string value, option_source src);
 
-private:
+ private:
   struct value {
     std::string text;
     option_source src = option_source::default_value;

@@ -14,9 +14,9 @@ struct temp_yaml {
   std::filesystem::path path;
   explicit temp_yaml(const std::string& text) {
     static int n = 0;
-    path = std::filesystem::temp_directory_path()
-           / ("outrider-opts-" + std::to_string(::getpid()) + "-"
-              + std::to_string(n++) + ".yaml");
+    path = std::filesystem::temp_directory_path() /
+           ("outrider-opts-" + std::to_string(::getpid()) + "-" +
+            std::to_string(n++) + ".yaml");
     std::ofstream(path) << text;
   }
   ~temp_yaml() { std::filesystem::remove(path); }
@@ -75,13 +75,14 @@ TEST_CASE("bad input gives one clear error line") {
   SECTION("unknown flag, with a suggestion") {
     auto r = parse({"--role", "sidecar", "--sytem-port", "1"});
     REQUIRE(r.what == parse_outcome::error);
-    CHECK_THAT(r.message, Contains("unknown flag '--sytem-port'")
-                            && Contains("did you mean 'system-port'"));
+    CHECK_THAT(r.message, Contains("unknown flag '--sytem-port'") &&
+                            Contains("did you mean 'system-port'"));
   }
   SECTION("unknown role") {
     auto r = parse({"--role", "banana"});
     REQUIRE(r.what == parse_outcome::error);
-    CHECK_THAT(r.message, Contains("'role' must be one of sidecar, router, all"));
+    CHECK_THAT(r.message,
+               Contains("'role' must be one of sidecar, router, all"));
   }
   SECTION("missing role") {
     auto r = parse({});

@@ -4,12 +4,15 @@
 
 namespace outrider::runtime {
 
-health_state::health_state(std::string role) : role_(std::move(role)) {
+health_state::health_state(std::string role) : role_(std::move(role)) {}
+
+void health_state::set_ready(bool ready) {
+  ready_.store(ready);
 }
 
-void health_state::set_ready(bool ready) { ready_.store(ready); }
-
-void health_state::begin_shutdown() { shutting_down_.store(true); }
+void health_state::begin_shutdown() {
+  shutting_down_.store(true);
+}
 
 void health_state::set_component(const std::string& name,
                                  const std::string& state,
@@ -21,8 +24,8 @@ void health_state::set_component(const std::string& name,
 std::string health_state::to_json() const {
   nlohmann::json doc;
   doc["role"] = role_;
-  doc["status"] = shutting_down() ? "shutting_down"
-                                  : (ready() ? "ready" : "starting");
+  doc["status"] =
+    shutting_down() ? "shutting_down" : (ready() ? "ready" : "starting");
   doc["components"] = nlohmann::json::object();
   std::lock_guard<std::mutex> guard{mtx_};
   for (const auto& [name, c] : components_) {
@@ -36,12 +39,10 @@ std::string health_state::to_json() const {
 
 status_server::status_server(std::shared_ptr<health_state> health,
                              metrics_registry& metrics)
-  : health_(std::move(health)),
-    metrics_(metrics),
+  : health_(std::move(health)), metrics_(metrics),
     requests_(metrics.get_counter("outrider_status_requests_total",
                                   "Requests to the status server")),
-    http_([this](const http_request& r) { return handle(r); }) {
-}
+    http_([this](const http_request& r) { return handle(r); }) {}
 
 std::string status_server::start(const std::string& host, uint16_t port) {
   return http_.start(host, port);
@@ -50,8 +51,8 @@ std::string status_server::start(const std::string& host, uint16_t port) {
 http_response status_server::handle(const http_request& req) {
   requests_.inc();
   http_response r;
-  auto known = req.path == "/live" || req.path == "/ready"
-               || req.path == "/health" || req.path == "/metrics";
+  auto known = req.path == "/live" || req.path == "/ready" ||
+               req.path == "/health" || req.path == "/metrics";
   if (!known) {
     r.status = 404;
     r.content_type = "application/json";
@@ -73,9 +74,9 @@ http_response status_server::handle(const http_request& req) {
   } else if (req.path == "/ready") {
     bool ok = health_->ready();
     r.status = ok ? 200 : 503;
-    r.body = ok ? "ready\n"
-                : (health_->shutting_down() ? "shutting down\n"
-                                            : "not ready\n");
+    r.body = ok
+               ? "ready\n"
+               : (health_->shutting_down() ? "shutting down\n" : "not ready\n");
   } else if (req.path == "/health") {
     r.status = health_->ready() ? 200 : 503;
     r.content_type = "application/json";

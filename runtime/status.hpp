@@ -14,7 +14,7 @@ namespace outrider::runtime {
 /// What the process reports about itself: readiness and each component's
 /// state. Thread-safe; written by actors, read by the status server.
 class health_state {
-public:
+ public:
   explicit health_state(std::string role);
 
   /// The role declares itself ready (or not). Ignored once shutting down.
@@ -31,7 +31,7 @@ public:
   /// The `/health` document.
   std::string to_json() const;
 
-private:
+ private:
   struct component {
     std::string state;
     std::string detail;
@@ -45,7 +45,7 @@ private:
 
 /// The status server: `/live`, `/ready`, `/health`, `/metrics`.
 class status_server {
-public:
+ public:
   status_server(std::shared_ptr<health_state> health,
                 metrics_registry& metrics);
 
@@ -57,7 +57,7 @@ public:
   /// Routes one request; public for unit tests.
   http_response handle(const http_request& req);
 
-private:
+ private:
   std::shared_ptr<health_state> health_;
   metrics_registry& metrics_;
   counter& requests_;

@@ -76,8 +76,8 @@ void on_child_down(supervisor_actor* self, child_slot& c,
   auto now = self->clock().now();
   if (now - c.started >= st.policy.stable_period)
     c.backoff = st.policy.initial_backoff;
-  while (!c.failures.empty()
-         && now - c.failures.front() > st.policy.restart_window)
+  while (!c.failures.empty() &&
+         now - c.failures.front() > st.policy.restart_window)
     c.failures.pop_front();
   c.failures.push_back(now);
   auto text = self->system().render(reason);
@@ -93,10 +93,9 @@ void on_child_down(supervisor_actor* self, child_slot& c,
     stop_next(self);
     return;
   }
-  spdlog::warn("supervisor: {} failed ({}); restarting in {} ms", c.spec.name,
-               text,
-               std::chrono::duration_cast<std::chrono::milliseconds>(c.backoff)
-                 .count());
+  spdlog::warn(
+    "supervisor: {} failed ({}); restarting in {} ms", c.spec.name, text,
+    std::chrono::duration_cast<std::chrono::milliseconds>(c.backoff).count());
   self->delayed_send(self, c.backoff, restart_atom::value, c.spec.name,
                      c.generation);
   c.backoff = std::min(c.backoff * 2, st.policy.max_backoff);
@@ -142,14 +141,14 @@ caf::behavior supervisor(supervisor_actor* self, supervisor_policy policy,
     [=](restart_atom, const std::string& name, uint64_t generation) {
       auto* c = self->state.find(name);
       // A stale timer (the child was restarted since) is ignored.
-      if (!c || c->handle || c->generation != generation
-          || self->state.stopping)
+      if (!c || c->handle || c->generation != generation ||
+          self->state.stopping)
         return;
       c->restarts += 1;
       start_child(self, *c);
     },
-    [=](stats_atom, const std::string& name)
-      -> caf::result<uint64_t, caf::timespan, bool> {
+    [=](stats_atom,
+        const std::string& name) -> caf::result<uint64_t, caf::timespan, bool> {
       auto* c = self->state.find(name);
       if (!c)
         return make_error(errc::unknown_child);

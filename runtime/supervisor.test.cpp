@@ -41,9 +41,9 @@ struct fixture {
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     self = std::make_unique<caf::scoped_actor>(*sys);
-    sup = spawn_supervisor(
-      *sys, policy,
-      {{"worker", [](caf::actor_system& s) { return s.spawn(worker); }}});
+    sup = spawn_supervisor(*sys, policy, {{"worker", [](caf::actor_system& s) {
+                                             return s.spawn(worker);
+                                           }}});
     sched->run();
   }
 

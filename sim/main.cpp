@@ -27,10 +27,9 @@ std::string random_instance_id() {
 }
 
 class control_service final : public vllm::Control::Service {
-public:
+ public:
   control_service(std::string instance_id, grpc::Server** server)
-    : instance_id_(std::move(instance_id)), server_(server) {
-  }
+    : instance_id_(std::move(instance_id)), server_(server) {}
 
   grpc::Status GetServerInfo(grpc::ServerContext*,
                              const vllm::GetServerInfoRequest*,
@@ -78,7 +77,7 @@ public:
       (*server_)->GetHealthCheckService()->SetServingStatus(serving);
   }
 
-private:
+ private:
   std::string instance_id_;
   grpc::Server** server_;
   std::atomic<bool> paused_{false};
@@ -141,8 +140,8 @@ int main(int argc, char** argv) {
   control.set_serving(false);
   std::fprintf(stderr, "outrider-sim: listening on 127.0.0.1:%d\n", port);
 
-  auto loaded_at = std::chrono::steady_clock::now()
-                   + std::chrono::milliseconds{startup_delay_ms};
+  auto loaded_at = std::chrono::steady_clock::now() +
+                   std::chrono::milliseconds{startup_delay_ms};
   bool loaded = false;
   timespec tick{0, 20'000'000};
   for (;;) {
@@ -156,7 +155,6 @@ int main(int argc, char** argv) {
     }
   }
   control.set_serving(false);
-  server->Shutdown(std::chrono::system_clock::now()
-                   + std::chrono::seconds{2});
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds{2});
   return 0;
 }

@@ -8,11 +8,16 @@ namespace outrider::sidecar {
 
 const char* to_string(engine_health h) {
   switch (h) {
-    case engine_health::unknown: return "unknown";
-    case engine_health::serving: return "serving";
-    case engine_health::not_serving: return "not_serving";
-    case engine_health::service_unknown: return "service_unknown";
-    case engine_health::unreachable: return "unreachable";
+  case engine_health::unknown:
+    return "unknown";
+  case engine_health::serving:
+    return "serving";
+  case engine_health::not_serving:
+    return "not_serving";
+  case engine_health::service_unknown:
+    return "service_unknown";
+  case engine_health::unreachable:
+    return "unreachable";
   }
   return "invalid";
 }
@@ -22,7 +27,9 @@ health_watch::health_watch(std::string endpoint, backoff b, callback cb)
   thread_ = std::thread([this] { run(); });
 }
 
-health_watch::~health_watch() { stop(); }
+health_watch::~health_watch() {
+  stop();
+}
 
 void health_watch::stop() {
   {
@@ -53,7 +60,23 @@ void health_watch::run() {
   auto channel = grpc::CreateCustomChannel(
     endpoint_, grpc::InsecureChannelCredentials(), args);
   auto stub = Health::NewStub(channel);
+  bool reported_down = false;
   for (;;) {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      if (stopping_)
+        return;
+    }
+    // Fail-fast RPCs on a channel in backoff fail at once; wait (in short
+    // slices, to notice stop()) until the channel itself has connected.
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() +
+                                   std::chrono::milliseconds{250})) {
+      if (!reported_down) {
+        reported_down = true;
+        cb_(engine_health::unreachable, "cannot connect to " + endpoint_);
+      }
+      continue;
+    }
     auto ctx = std::make_shared<grpc::ClientContext>();
     {
       std::lock_guard<std::mutex> guard{mtx_};
@@ -66,6 +89,7 @@ void health_watch::run() {
     HealthCheckResponse resp;
     while (reader->Read(&resp)) {
       delay = backoff_.initial;
+      reported_down = false;
       cb_(static_cast<engine_health>(resp.status()), {});
     }
     auto status = reader->Finish();
@@ -74,7 +98,10 @@ void health_watch::run() {
     if (stopping_)
       return;
     guard.unlock();
-    cb_(engine_health::unreachable, status.error_message());
+    if (!reported_down) {
+      reported_down = true;
+      cb_(engine_health::unreachable, status.error_message());
+    }
     guard.lock();
     cv_.wait_for(guard, delay, [this] { return stopping_; });
     delay = std::min(delay * 2, backoff_.max);

@@ -32,12 +32,12 @@ const char* to_string(engine_health h);
 /// exponential backoff. The callback runs on that thread; it must only hand
 /// the value on (e.g. `caf::anon_send`).
 class health_watch {
-public:
+ public:
   using callback = std::function<void(engine_health, const std::string&)>;
 
   struct backoff {
     std::chrono::milliseconds initial{100};
-    std::chrono::milliseconds max{2000};
+    std::chrono::milliseconds max{1000};
   };
 
   health_watch(std::string endpoint, backoff b, callback cb);
@@ -48,7 +48,7 @@ public:
 
   void stop();
 
-private:
+ private:
   void run();
 
   std::string endpoint_;
@@ -56,8 +56,8 @@ private:
   callback cb_;
   std::mutex mtx_;
   std::condition_variable cv_;
-  bool stopping_ = false;                      // guarded by mtx_
-  std::shared_ptr<grpc::ClientContext> call_;  // guarded by mtx_
+  bool stopping_ = false;                     // guarded by mtx_
+  std::shared_ptr<grpc::ClientContext> call_; // guarded by mtx_
   std::thread thread_;
 };
 

@@ -41,11 +41,10 @@ lifecycle(lifecycle_actor::stateful_pointer<lifecycle_state> self,
                        detail);
     });
   self->delayed_send(self, st.cfg.startup_deadline, deadline_atom::value);
-  spdlog::info("sidecar: waiting for engine at {} (deadline {} s)",
-               st.cfg.engine_endpoint,
-               std::chrono::duration_cast<std::chrono::seconds>(
-                 st.cfg.startup_deadline)
-                 .count());
+  spdlog::info(
+    "sidecar: waiting for engine at {} (deadline {} s)", st.cfg.engine_endpoint,
+    std::chrono::duration_cast<std::chrono::seconds>(st.cfg.startup_deadline)
+      .count());
   return {
     [=](engine_status_atom, int32_t raw, const std::string& detail) {
       auto& st = self->state;

@@ -16,9 +16,9 @@ using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 
 /// The sidecar's lifecycle: watches the engine's health and decides when the
 /// sidecar is ready. (Registration, identity and KV forwarding join here.)
-using lifecycle_actor = caf::typed_actor<
-  caf::reacts_to<engine_status_atom, int32_t, std::string>,
-  caf::reacts_to<deadline_atom>>;
+using lifecycle_actor =
+  caf::typed_actor<caf::reacts_to<engine_status_atom, int32_t, std::string>,
+                   caf::reacts_to<deadline_atom>>;
 
 struct lifecycle_config {
   std::string engine_endpoint;

@@ -1,0 +1,120 @@
+#include "tests/e2e/process.hpp"
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <netinet/in.h>
+#include <sstream>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace outrider::test {
+
+child_process::child_process(std::vector<std::string> argv,
+                             std::vector<std::string> env) {
+  static int counter = 0;
+  log_path_ = "/tmp/outrider-e2e-" + std::to_string(::getpid()) + "-" +
+              std::to_string(counter++) + ".log";
+  std::vector<char*> args;
+  for (auto& a : argv)
+    args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_ = fork();
+  if (pid_ == 0) {
+    int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    for (auto& e : env)
+      putenv(e.data());
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+}
+
+child_process::~child_process() {
+  if (pid_ > 0 && !status_) {
+    ::kill(pid_, SIGKILL);
+    wait(std::chrono::seconds{5});
+  }
+  std::remove(log_path_.c_str());
+}
+
+void child_process::signal(int sig) {
+  if (pid_ > 0 && !status_)
+    ::kill(pid_, sig);
+}
+
+std::optional<int> child_process::wait(std::chrono::milliseconds timeout) {
+  if (status_)
+    return status_;
+  eventually(
+    [&] {
+      int st = 0;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        return true;
+      }
+      return false;
+    },
+    timeout);
+  return status_;
+}
+
+std::string child_process::output() const {
+  std::ifstream in(log_path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+uint16_t free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+int http_get(uint16_t port, const std::string& path, std::string* body) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  auto req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+  std::string resp;
+  char buf[4096];
+  for (;;) {
+    auto n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0)
+      break;
+    resp.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  if (resp.compare(0, 9, "HTTP/1.1 ") != 0 || resp.size() < 12)
+    return -1;
+  if (body) {
+    auto p = resp.find("\r\n\r\n");
+    *body = p == std::string::npos ? "" : resp.substr(p + 4);
+  }
+  return std::atoi(resp.substr(9, 3).c_str());
+}
+
+} // namespace outrider::test

@@ -1,0 +1,61 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace outrider::test {
+
+/// A child process for end-to-end tests. Its stderr and stdout go to a log
+/// file; the destructor kills it (SIGKILL) if it is still running.
+class child_process {
+ public:
+  explicit child_process(std::vector<std::string> argv,
+                         std::vector<std::string> env = {});
+  ~child_process();
+
+  child_process(const child_process&) = delete;
+  child_process& operator=(const child_process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void signal(int sig);
+  /// Waits up to `timeout` for exit; returns the exit code (128+signal when
+  /// killed by a signal), or nullopt on timeout.
+  std::optional<int> wait(std::chrono::milliseconds timeout);
+  /// Everything the process printed so far.
+  std::string output() const;
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+  std::string log_path_;
+};
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+uint16_t free_port();
+
+/// One HTTP/1.1 GET on 127.0.0.1; returns the status code, or -1 when the
+/// connection failed. `body` receives the response body.
+int http_get(uint16_t port, const std::string& path,
+             std::string* body = nullptr);
+
+/// Polls `pred` every 20 ms until it holds or `timeout` passes.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (pred())
+      return true;
+    if (std::chrono::steady_clock::now() >= deadline)
+      return false;
+    struct timespec ts {
+      0, 20'000'000
+    };
+    nanosleep(&ts, nullptr);
+  }
+}
+
+} // namespace outrider::test
