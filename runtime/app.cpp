@@ -69,6 +69,10 @@ int run_process(const options& opts, const role_builder& build) {
   }
   spdlog::info("outrider {} starting; status server on {}:{}", role, host,
                status.port());
+  global_metrics()
+    .get_gauge("outrider_build_info", "Version and role of this process",
+               {{"version", "0.1.0"}, {"role", role}})
+    .set(1);
 
   caf::actor_system_config cfg;
   auto threads = opts.get_int("scheduler-threads");

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/errors.hpp"
+#include "runtime/metrics.hpp"
 
 namespace outrider::runtime {
 
@@ -81,6 +82,11 @@ void on_child_down(supervisor_actor* self, child_slot& c,
     c.failures.pop_front();
   c.failures.push_back(now);
   auto text = self->system().render(reason);
+  global_metrics()
+    .get_counter("outrider_actor_failures_total",
+                 "Abnormal exits of supervised actors",
+                 {{"actor", c.spec.name}})
+    .inc();
   if (c.failures.size() > st.policy.max_restarts) {
     spdlog::error("supervisor: {} failed {} times within {} ms ({}); giving up",
                   c.spec.name, c.failures.size(),

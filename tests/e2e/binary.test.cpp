@@ -3,8 +3,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "tests/e2e/process.hpp"
 
@@ -75,7 +77,7 @@ std::string run_promtool(const std::string& exposition) {
 
 } // namespace
 
-TEST_CASE("live before ready; ready follows the engine; 503 from SIGTERM on") {
+TEST_CASE("live before ready, ready follows the engine, 503 from SIGTERM on") {
   sim engine{1500}; // loading for 1.5 s
   sidecar side{engine.endpoint(),
                {"--debug-hang-on-shutdown", "--shutdown-timeout", "1500ms"}};
@@ -201,4 +203,25 @@ TEST_CASE("--help explains every option") {
   CHECK_THAT(out, Contains("--role <sidecar, router, all>"));
   CHECK_THAT(out, Contains("flag > environment > config file > default"));
   CHECK_THAT(out, Contains("e.g. --engine-endpoint 127.0.0.1:50051"));
+}
+
+TEST_CASE("--log-format json writes one JSON object per line") {
+  auto [code, out] = run_outrider(
+    {"--role", "sidecar", "--log-format", "json", "--engine-endpoint",
+     "127.0.0.1:" + port_arg(free_port()), "--system-port",
+     port_arg(free_port()), "--engine-startup-deadline", "300ms"});
+  CHECK(code == 1);
+  std::istringstream lines{out};
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    INFO(line);
+    auto doc = nlohmann::json::parse(line, nullptr, false);
+    REQUIRE_FALSE(doc.is_discarded());
+    CHECK(doc.contains("ts"));
+    CHECK(doc.contains("level"));
+    CHECK(doc["msg"].is_string());
+    ++n;
+  }
+  CHECK(n >= 3);
 }
