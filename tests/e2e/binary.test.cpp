@@ -197,7 +197,7 @@ TEST_CASE("bad command lines and configuration exit 2 with one clear line") {
   std::filesystem::remove(typed);
 }
 
-TEST_CASE("--help explains every option") {
+TEST_CASE("help explains every option") {
   auto [code, out] = run_outrider({"--help"});
   CHECK(code == 0);
   CHECK_THAT(out, Contains("--role <sidecar, router, all>"));
@@ -205,7 +205,7 @@ TEST_CASE("--help explains every option") {
   CHECK_THAT(out, Contains("e.g. --engine-endpoint 127.0.0.1:50051"));
 }
 
-TEST_CASE("--log-format json writes one JSON object per line") {
+TEST_CASE("json log format writes one JSON object per line") {
   auto [code, out] = run_outrider(
     {"--role", "sidecar", "--log-format", "json", "--engine-endpoint",
      "127.0.0.1:" + port_arg(free_port()), "--system-port",
