@@ -1,0 +1,125 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/block_manager.hpp"
+#include "sim/timing_model.hpp"
+
+namespace outrider::sim {
+
+struct engine_config {
+  uint32_t num_blocks = 16384;
+  uint32_t block_size = 64;
+  uint32_t max_num_seqs = 256;
+  uint32_t max_batched_tokens = 8192;
+  uint32_t max_model_len = 131072;
+  uint32_t vocab_size = 32000;
+  /// Salt of the engine's block hashes: opaque, not the router's hash.
+  uint64_t hash_salt = 0x9e3779b97f4a7c15ULL;
+  timing_model timing;
+};
+
+/// A request as the engine core sees it.
+struct engine_request {
+  std::string id;
+  std::vector<uint32_t> prompt;
+  uint32_t max_tokens = 16;
+  uint64_t seed = 0;
+  std::vector<uint32_t> stop_token_ids;
+};
+
+enum class finish_reason { none, length, stop, aborted };
+
+/// What one request got in one step.
+struct token_output {
+  std::string request_id;
+  uint32_t token = 0;
+  bool has_token = false;
+  finish_reason finished = finish_reason::none;
+  uint32_t prompt_tokens = 0;
+  uint32_t cached_tokens = 0; // prompt tokens served from the prefix cache
+  uint32_t output_index = 0;  // position of `token` in the output
+};
+
+struct step_result {
+  double duration_ms = 0; // model time, before the speed-up
+  uint32_t prefill_tokens = 0;
+  uint32_t decode_tokens = 0;
+  std::vector<token_output> outputs;
+  std::vector<kv_event> events;
+};
+
+struct engine_load {
+  uint32_t running = 0;
+  uint32_t waiting = 0;
+  uint32_t used_blocks = 0;
+  uint32_t total_blocks = 0;
+  uint64_t running_tokens = 0;
+  uint64_t waiting_tokens = 0;
+};
+
+/// The next output token: a pure function of every token so far (prompt and
+/// output, folded into `context_hash`) and the seed, so a stream continued
+/// elsewhere with the tokens produced so far appended to the prompt goes on
+/// with the same tokens.
+uint32_t next_token(uint64_t context_hash, uint64_t seed, uint32_t vocab);
+/// Folds one token into a context hash; start from `context_seed`.
+uint64_t fold_token(uint64_t context_hash, uint32_t token);
+inline constexpr uint64_t context_seed = 0x6a09e667f3bcc908ULL;
+
+/// A vLLM-like scheduler over a block manager: waiting and running queues, a
+/// per-step token budget spent on running requests first, chunked prefill,
+/// at most max_num_seqs running, preemption of the newest request when blocks
+/// run out. Pure: no threads, no clock; `step()` returns the model's time.
+class engine_core {
+public:
+  explicit engine_core(engine_config cfg);
+  ~engine_core();
+
+  const engine_config& config() const { return cfg_; }
+
+  /// Queues a request; false (with `why`) when it can never run.
+  bool submit(engine_request req, std::string* why = nullptr);
+  /// Removes a request; returns false when it is unknown (or finished).
+  bool abort(const std::string& id);
+  bool has_request(const std::string& id) const;
+  bool idle() const { return running_.empty() && waiting_.empty(); }
+
+  /// Schedules and runs one step.
+  step_result step();
+
+  /// Prefix-cache reset; records AllBlocksCleared.
+  void reset_prefix_cache();
+  std::vector<cached_block> cache_snapshot() const { return blocks_.snapshot(); }
+  engine_load load() const;
+  uint64_t preemptions() const { return preemptions_; }
+
+private:
+  struct request_state;
+  using request_ptr = std::shared_ptr<request_state>;
+
+  bool ensure_blocks(request_state& r, size_t tokens);
+  void preempt(const request_ptr& r);
+  void free_blocks(request_state& r);
+  void commit_full_blocks(request_state& r);
+  std::vector<uint64_t> full_block_hashes(const request_state& r) const;
+  uint64_t block_hash(std::optional<uint64_t> parent, const uint32_t* tokens)
+    const;
+  bool admit(const request_ptr& r, uint32_t& budget,
+             std::vector<std::pair<request_ptr, uint32_t>>& scheduled);
+
+  engine_config cfg_;
+  block_manager blocks_;
+  std::deque<request_ptr> waiting_;
+  std::vector<request_ptr> running_; // in admission order
+  std::unordered_map<std::string, request_ptr> by_id_;
+  uint64_t preemptions_ = 0;
+  std::vector<token_output> pending_outputs_; // aborts between steps
+};
+
+} // namespace outrider::sim

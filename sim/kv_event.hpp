@@ -1,0 +1,35 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <variant>
+#include <vector>
+
+namespace outrider::sim {
+
+/// Newly cached full blocks of one request step, in sequence order.
+struct block_stored {
+  std::vector<uint64_t> block_hashes;
+  std::optional<uint64_t> parent_block_hash; // nullopt at the root
+  std::vector<uint32_t> token_ids;           // block_size per hash
+  uint32_t block_size = 0;
+};
+
+/// Blocks evicted from the cache.
+struct block_removed {
+  std::vector<uint64_t> block_hashes;
+};
+
+/// Every cached block of the rank is gone (prefix-cache reset).
+struct all_blocks_cleared {};
+
+using kv_event = std::variant<block_stored, block_removed, all_blocks_cleared>;
+
+/// One cached block as the engine knows it (ground truth for tests).
+struct cached_block {
+  uint64_t hash = 0;
+  std::optional<uint64_t> parent;
+  std::vector<uint32_t> token_ids;
+};
+
+} // namespace outrider::sim
