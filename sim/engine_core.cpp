@@ -156,6 +156,16 @@ bool engine_core::admit(
   r->blocks = blocks_.acquire(prefix);
   r->computed = hit * cfg_.block_size;
   r->committed = hit;
+  if (r->req.kv_preloaded && !r->admitted_once) {
+    // Transferred KV: the prompt's full blocks count as computed.
+    auto full = (len - 1) / cfg_.block_size * cfg_.block_size;
+    if (!ensure_blocks(*r, full)) {
+      free_blocks(*r);
+      return false;
+    }
+    r->computed = std::max(r->computed, full);
+    commit_full_blocks(*r);
+  }
   auto n = static_cast<uint32_t>(std::min<size_t>(len - r->computed, budget));
   if (!ensure_blocks(*r, r->computed + n)) {
     free_blocks(*r);

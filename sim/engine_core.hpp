@@ -31,6 +31,9 @@ struct engine_request {
   uint32_t max_tokens = 16;
   uint64_t seed = 0;
   std::vector<uint32_t> stop_token_ids;
+  /// The prompt's KV arrives from a prefill engine: its full blocks are
+  /// stored without computing them.
+  bool kv_preloaded = false;
 };
 
 enum class finish_reason { none, length, stop, aborted };

@@ -1,160 +1,181 @@
-// outrider-sim: a stand-in for a vLLM engine. This first cut serves
-// grpc.health.v1 and vllm.Control (server info, pause/resume); the engine core,
-// generation and KV events are still to come.
-#include <atomic>
-#include <chrono>
+// outrider-sim: a stand-in for a vLLM engine that speaks the real protocols.
 #include <csignal>
 #include <cstdio>
-#include <random>
-#include <string>
-#include <thread>
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <nlohmann/json.hpp>
 
-#include "vllm.grpc.pb.h"
+#include "runtime/http_server.hpp"
+#include "sim/sim_options.hpp"
+#include "sim/sim_server.hpp"
 
 namespace {
 
-std::string random_instance_id() {
-  std::random_device rd;
-  std::mt19937_64 gen{(static_cast<uint64_t>(rd()) << 32) ^ rd()};
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "%016llx%016llx",
-                static_cast<unsigned long long>(gen()),
-                static_cast<unsigned long long>(gen()));
-  return buf;
-}
+using namespace outrider;
+using namespace outrider::sim;
 
-class control_service final : public vllm::Control::Service {
- public:
-  control_service(std::string instance_id, grpc::Server** server)
-    : instance_id_(std::move(instance_id)), server_(server) {}
-
-  grpc::Status GetServerInfo(grpc::ServerContext*,
-                             const vllm::GetServerInfoRequest*,
-                             vllm::ServerInfo* out) override {
-    out->set_engine_version("outrider-sim 0.1.0");
-    out->set_api_version("v1");
-    out->set_instance_id(instance_id_);
-    out->mutable_parallelism()->set_data_parallel_size(1);
-    out->set_kv_block_size(64);
-    out->set_total_kv_blocks(16384);
-    out->set_max_running_requests(256);
-    out->set_max_batched_tokens(8192);
-    return grpc::Status::OK;
-  }
-
-  grpc::Status PauseGeneration(grpc::ServerContext*,
-                               const vllm::PauseGenerationRequest*,
-                               vllm::PauseGenerationResponse*) override {
-    paused_ = true;
-    set_serving(false);
-    return grpc::Status::OK;
-  }
-
-  grpc::Status ResumeGeneration(grpc::ServerContext*,
-                                const vllm::ResumeGenerationRequest*,
-                                vllm::ResumeGenerationResponse*) override {
-    paused_ = false;
-    set_serving(loaded_.load());
-    return grpc::Status::OK;
-  }
-
-  grpc::Status IsPaused(grpc::ServerContext*, const vllm::IsPausedRequest*,
-                        vllm::IsPausedResponse* out) override {
-    out->set_paused(paused_.load());
-    return grpc::Status::OK;
-  }
-
-  void set_loaded() {
-    loaded_ = true;
-    set_serving(!paused_.load());
-  }
-
-  void set_serving(bool serving) {
-    if (*server_)
-      (*server_)->GetHealthCheckService()->SetServingStatus(serving);
-  }
-
- private:
-  std::string instance_id_;
-  grpc::Server** server_;
-  std::atomic<bool> paused_{false};
-  std::atomic<bool> loaded_{false};
-};
-
-int usage_error(const std::string& msg) {
+int fail(const std::string& msg, int code) {
   std::fprintf(stderr, "outrider-sim: error: %s\n", msg.c_str());
-  return 2;
+  return code;
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
-  int port = 50051;
-  long startup_delay_ms = 0;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> const char* {
-      return i + 1 < argc ? argv[++i] : nullptr;
-    };
-    if (a == "--help" || a == "-h") {
-      std::puts("Usage: outrider-sim [--grpc-port N] [--startup-delay-ms N]\n"
-                "A simulated vLLM engine: grpc.health.v1 and vllm.Control.");
-      return 0;
-    } else if (a == "--grpc-port") {
-      auto v = value();
-      if (!v)
-        return usage_error("--grpc-port needs a value");
-      port = std::atoi(v);
-    } else if (a == "--startup-delay-ms") {
-      auto v = value();
-      if (!v)
-        return usage_error("--startup-delay-ms needs a value");
-      startup_delay_ms = std::atol(v);
-    } else {
-      return usage_error("unknown flag '" + a + "'");
-    }
+// Ground truth and vLLM's /reset_prefix_cache, for tests and operators.
+runtime::http_response debug_route(sim_engine& e,
+                                   const runtime::http_request& req) {
+  runtime::http_response r;
+  r.content_type = "application/json";
+  if (req.path == "/reset_prefix_cache" && req.method == "POST") {
+    for (int k = 0; k < e.ranks(); ++k)
+      e.runner(k).reset_prefix_cache();
+    r.body = "{\"ok\":true}\n";
+    return r;
   }
-  if (port <= 0 || port > 65535)
-    return usage_error("--grpc-port must be between 1 and 65535");
+  if (req.method != "GET") {
+    r.status = 405;
+    r.body = "{\"error\":\"use GET\"}\n";
+    return r;
+  }
+  int rank = 0;
+  auto q = req.target.find("rank=");
+  if (q != std::string::npos)
+    rank = std::atoi(req.target.c_str() + q + 5);
+  if (rank < 0 || rank >= e.ranks()) {
+    r.status = 400;
+    r.body = "{\"error\":\"no such rank\"}\n";
+    return r;
+  }
+  nlohmann::json doc;
+  doc["rank"] = rank;
+  doc["instance_id"] = e.instance_id();
+  if (req.path == "/debug/cache") {
+    auto& blocks = doc["blocks"] = nlohmann::json::array();
+    for (const auto& b : e.runner(rank).cache_snapshot()) {
+      nlohmann::json j;
+      j["hash"] = b.hash;
+      j["parent"] = b.parent ? nlohmann::json(*b.parent) : nlohmann::json();
+      j["token_ids"] = b.token_ids;
+      blocks.push_back(std::move(j));
+    }
+  } else if (req.path == "/debug/load") {
+    auto l = e.runner(rank).load();
+    doc["running"] = l.running;
+    doc["waiting"] = l.waiting;
+    doc["used_blocks"] = l.used_blocks;
+    doc["total_blocks"] = l.total_blocks;
+  } else {
+    r.status = 404;
+    r.body = "{\"error\":\"try /debug/cache?rank=N, /debug/load?rank=N or "
+             "POST /reset_prefix_cache\"}\n";
+    return r;
+  }
+  r.body = doc.dump() + "\n";
+  return r;
+}
+
+int run(int argc, char** argv) {
+  auto parsed = parse_sim_options(std::vector<std::string>(argv + 1,
+                                                           argv + argc));
+  if (parsed.what == sim_parse_result::help) {
+    std::fputs(parsed.message.c_str(), stdout);
+    return 0;
+  }
+  if (parsed.what == sim_parse_result::error)
+    return fail(parsed.message, 2);
+  auto cfg = parsed.cfg;
 
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  sim_engine engine{cfg};
+  if (auto err = engine.start(); !err.empty())
+    return fail(err, 1);
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::Server* server_ptr = nullptr;
-  control_service control{random_instance_id(), &server_ptr};
+  auto vllm_inference = make_vllm_inference(engine);
+  auto vllm_control = make_vllm_control(engine);
+  auto oe_inference = make_openengine_inference(engine);
+  auto oe_control = make_openengine_control(engine);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:" + std::to_string(port),
-                           grpc::InsecureServerCredentials());
-  builder.RegisterService(&control);
+  auto address = cfg.host + ":" + std::to_string(cfg.grpc_port);
+  int bound = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound);
+  builder.RegisterService(vllm_inference.get());
+  builder.RegisterService(vllm_control.get());
+  builder.RegisterService(oe_inference.get());
+  builder.RegisterService(oe_control.get());
+  builder.SetMaxReceiveMessageSize(64 << 20);
   auto server = builder.BuildAndStart();
-  if (!server)
-    return usage_error("cannot listen on 127.0.0.1:" + std::to_string(port));
-  server_ptr = server.get();
-  control.set_serving(false);
-  std::fprintf(stderr, "outrider-sim: listening on 127.0.0.1:%d\n", port);
+  if (!server || bound == 0)
+    return fail("cannot listen on " + address, 1);
+  engine.attach(server.get());
+  server->GetHealthCheckService()->SetServingStatus(false);
 
-  auto loaded_at = std::chrono::steady_clock::now() +
-                   std::chrono::milliseconds{startup_delay_ms};
+  std::unique_ptr<runtime::http_server> debug;
+  if (cfg.debug_port > 0) {
+    debug = std::make_unique<runtime::http_server>(
+      [&engine](const runtime::http_request& r) {
+        return debug_route(engine, r);
+      });
+    if (auto err = debug->start(cfg.host, static_cast<uint16_t>(
+                                            cfg.debug_port));
+        !err.empty())
+      return fail("debug server: " + err, 1);
+  }
+  std::fprintf(stderr,
+               "outrider-sim: instance %s on %s, %d rank(s), role %s\n",
+               engine.instance_id().c_str(), address.c_str(), engine.ranks(),
+               cfg.engine_role_prefill()
+                 ? "prefill"
+                 : (cfg.engine_role_decode() ? "decode" : "aggregated"));
+
+  auto loaded_at = std::chrono::steady_clock::now()
+                   + std::chrono::milliseconds{cfg.startup_delay_ms};
   bool loaded = false;
-  timespec tick{0, 20'000'000};
+  timespec tick{0, 10'000'000};
   for (;;) {
     int sig = sigtimedwait(&signals, nullptr, &tick);
     if (sig == SIGTERM || sig == SIGINT)
       break;
     if (!loaded && std::chrono::steady_clock::now() >= loaded_at) {
       loaded = true;
-      control.set_loaded();
+      engine.set_loaded();
       std::fprintf(stderr, "outrider-sim: SERVING\n");
     }
   }
-  control.set_serving(false);
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds{2});
+  // Drain: NOT_SERVING, new requests refused, running ones finish or are
+  // aborted at the deadline.
+  engine.begin_drain();
+  auto deadline = std::chrono::steady_clock::now()
+                  + std::chrono::milliseconds{cfg.drain_timeout_ms};
+  auto all_idle = [&] {
+    for (int r = 0; r < engine.ranks(); ++r)
+      if (!engine.runner(r).idle())
+        return false;
+    return true;
+  };
+  while (!all_idle() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  for (int r = 0; r < engine.ranks(); ++r)
+    engine.runner(r).abort_all();
+  server->Shutdown(std::chrono::system_clock::now()
+                   + std::chrono::seconds{2});
+  if (debug)
+    debug->stop();
+  std::fprintf(stderr, "outrider-sim: stopped\n");
   return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    return fail(e.what(), 1);
+  }
 }

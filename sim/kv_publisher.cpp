@@ -1,0 +1,161 @@
+#include "sim/kv_publisher.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace outrider::sim {
+
+namespace {
+
+std::string be64(uint64_t v) {
+  std::string out(8, '\0');
+  for (int i = 7; i >= 0; --i) {
+    out[static_cast<size_t>(i)] = static_cast<char>(v & 0xff);
+    v >>= 8;
+  }
+  return out;
+}
+
+uint64_t from_be64(const void* p) {
+  auto* b = static_cast<const unsigned char*>(p);
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i)
+    v = (v << 8) | b[i];
+  return v;
+}
+
+} // namespace
+
+std::string rank_endpoint(const std::string& base, int rank) {
+  if (rank == 0)
+    return base;
+  if (base.rfind("inproc://", 0) == 0)
+    return base + "_dp" + std::to_string(rank);
+  auto colon = base.rfind(':');
+  if (colon == std::string::npos)
+    return base;
+  int port = std::atoi(base.c_str() + colon + 1);
+  return base.substr(0, colon + 1) + std::to_string(port + rank);
+}
+
+kv_publisher::kv_publisher(zmq::context_t& ctx, publisher_config cfg)
+  : cfg_(std::move(cfg)),
+    pub_(ctx, zmq::socket_type::pub),
+    router_(ctx, zmq::socket_type::router) {
+  try {
+    pub_.set(zmq::sockopt::sndhwm, cfg_.hwm);
+    pub_.set(zmq::sockopt::linger, 0);
+    pub_.bind(cfg_.endpoint);
+    router_.set(zmq::sockopt::linger, 0);
+    // A replay may be the whole buffer: never drop part of it at the HWM.
+    router_.set(zmq::sockopt::sndhwm, 0);
+    if (!cfg_.replay_endpoint.empty())
+      router_.bind(cfg_.replay_endpoint);
+  } catch (const zmq::error_t& e) {
+    error_ = "cannot bind " + cfg_.endpoint + " / " + cfg_.replay_endpoint
+             + ": " + e.what();
+    return;
+  }
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  thread_ = std::thread([this] { run(); });
+}
+
+kv_publisher::~kv_publisher() {
+  stopping_ = true;
+  if (wake_fd_ >= 0) {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof(one));
+  }
+  if (thread_.joinable())
+    thread_.join();
+  if (wake_fd_ >= 0)
+    close(wake_fd_);
+}
+
+void kv_publisher::publish(std::string payload) {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    queue_.emplace_back(next_seq_.fetch_add(1), std::move(payload));
+  }
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof(one));
+}
+
+void kv_publisher::run() {
+  zmq::pollitem_t items[] = {
+    {nullptr, wake_fd_, ZMQ_POLLIN, 0},
+    {router_.handle(), 0, ZMQ_POLLIN, 0},
+  };
+  bool replay = !cfg_.replay_endpoint.empty();
+  while (!stopping_.load()) {
+    try {
+      zmq::poll(items, replay ? 2 : 1, std::chrono::milliseconds{100});
+    } catch (const zmq::error_t&) {
+      continue; // EINTR
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      uint64_t count;
+      [[maybe_unused]] auto n = read(wake_fd_, &count, sizeof(count));
+    }
+    std::deque<std::pair<uint64_t, std::string>> batch;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      batch.swap(queue_);
+    }
+    for (auto& [seq, payload] : batch) {
+      pub_.send(zmq::buffer(cfg_.topic), zmq::send_flags::sndmore);
+      pub_.send(zmq::buffer(be64(seq)), zmq::send_flags::sndmore);
+      pub_.send(zmq::buffer(payload), zmq::send_flags::none);
+      if (replay) {
+        buffer_.emplace_back(seq, std::move(payload));
+        while (buffer_.size() > cfg_.buffer_steps)
+          buffer_.pop_front();
+      }
+    }
+    if (replay && (items[1].revents & ZMQ_POLLIN))
+      serve_replay(router_);
+  }
+}
+
+void kv_publisher::serve_replay(zmq::socket_t& router) {
+  // Bounded: at most 64 requests per wake-up.
+  for (int k = 0; k < 64; ++k) {
+    std::vector<zmq::message_t> frames;
+    for (;;) {
+      zmq::message_t m;
+      auto got = router.recv(m, zmq::recv_flags::dontwait);
+      if (!got)
+        break;
+      bool more = m.more();
+      frames.push_back(std::move(m));
+      if (!more)
+        break;
+    }
+    if (frames.empty())
+      return;
+    // [identity, "", start_seq(8)]
+    if (frames.size() != 3 || frames[1].size() != 0 || frames[2].size() != 8) {
+      bad_requests_.fetch_add(1);
+      continue;
+    }
+    auto start = from_be64(frames[2].data());
+    std::string id(static_cast<const char*>(frames[0].data()),
+                   frames[0].size());
+    auto send_reply = [&](const std::string& seq8, const std::string& payload,
+                          bool end) {
+      router.send(zmq::buffer(id), zmq::send_flags::sndmore);
+      router.send(zmq::message_t{}, zmq::send_flags::sndmore);
+      if (cfg_.replay_topic_frame)
+        router.send(zmq::buffer(end ? std::string{} : cfg_.topic),
+                    zmq::send_flags::sndmore);
+      router.send(zmq::buffer(seq8), zmq::send_flags::sndmore);
+      router.send(zmq::buffer(payload), zmq::send_flags::none);
+    };
+    for (const auto& [seq, payload] : buffer_)
+      if (seq >= start)
+        send_reply(be64(seq), payload, false);
+    send_reply(std::string(8, '\xff'), std::string{}, true);
+  }
+}
+
+} // namespace outrider::sim

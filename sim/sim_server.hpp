@@ -1,0 +1,123 @@
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/codegen/service_type.h>
+
+#include "sim/engine_runner.hpp"
+#include "sim/kv_publisher.hpp"
+
+namespace outrider::sim {
+
+enum class engine_role { aggregated, prefill, decode };
+
+/// Everything `outrider-sim` is configured with.
+struct sim_config {
+  std::string host = "127.0.0.1";
+  int grpc_port = 50051;
+  int debug_port = 0; // 0: no debug HTTP
+  std::string model = "sim-model";
+  int data_parallel_size = 1;
+  engine_config engine;
+  double speedup = 1.0;
+  bool no_sleep = false;
+  long startup_delay_ms = 0;
+  long drain_timeout_ms = 5000;
+  // KV events (vLLM's --kv-events-config).
+  bool kv_events = false;
+  std::string kv_endpoint = "tcp://*:5557";
+  std::string kv_replay_endpoint;
+  std::string kv_topic;
+  size_t kv_buffer_steps = 10000;
+  int kv_hwm = 100000;
+  int kv_max_queue_size = 100000;
+  event_encoding kv_encoding = event_encoding::map;
+  hash_format kv_hashes = hash_format::uint64;
+  bool replay_topic_frame = true;
+  // Disaggregation.
+  engine_role role = engine_role::aggregated;
+  double transfer_ms_per_block = 0.05;
+
+  bool engine_role_prefill() const { return role == engine_role::prefill; }
+  bool engine_role_decode() const { return role == engine_role::decode; }
+};
+
+/// Reads a request's data-parallel rank from metadata `key`: -1 when absent,
+/// an error status when repeated, not base-10 or out of range.
+grpc::Status rank_from_metadata(const grpc::ServerContext& ctx,
+                                const std::string& key, int ranks, int* rank);
+
+/// A KV session a prefill engine handed out.
+struct kv_session {
+  std::string id;
+  int rank = 0;
+  size_t prompt_tokens = 0;
+};
+
+/// The engine's shared state: one runner (and publisher) per rank, serving
+/// status, sessions. RPC services hold a reference.
+class sim_engine {
+public:
+  explicit sim_engine(sim_config cfg);
+  ~sim_engine();
+
+  /// Binds the KV event sockets and starts the runners; error text or empty.
+  std::string start();
+
+  const sim_config& config() const { return cfg_; }
+  const std::string& instance_id() const { return instance_id_; }
+  int ranks() const { return static_cast<int>(runners_.size()); }
+  engine_runner& runner(int r) { return *runners_[static_cast<size_t>(r)]; }
+  /// The least loaded rank.
+  int pick_rank() const;
+
+  /// Connects the health service (after the gRPC server started).
+  void attach(grpc::Server* server) { server_ = server; }
+  void set_loaded();
+  void set_paused(bool paused);
+  bool paused() const { return paused_.load(); }
+  bool loaded() const { return loaded_.load(); }
+  void begin_drain();
+  bool draining() const { return draining_.load(); }
+
+  std::string new_request_id();
+  kv_session open_session(int rank, size_t prompt_tokens);
+  std::optional<kv_session> find_session(const std::string& id) const;
+
+  /// Runs a request to its end, handing outputs to `write` (false: stop).
+  /// Cancellation by the client does not abort the request (vLLM's rule).
+  grpc::Status generate(grpc::ServerContext* ctx, int rank, engine_request req,
+                        const std::function<bool(std::vector<token_output>&)>&
+                          write);
+
+private:
+  void update_health();
+
+  sim_config cfg_;
+  std::string instance_id_;
+  zmq::context_t zmq_;
+  std::vector<std::unique_ptr<kv_publisher>> publishers_;
+  std::vector<std::unique_ptr<engine_runner>> runners_;
+  grpc::Server* server_ = nullptr;
+  std::atomic<bool> loaded_{false};
+  std::atomic<bool> paused_{false};
+  std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> next_id_{0};
+  mutable std::mutex mtx_;
+  std::unordered_map<std::string, kv_session> sessions_; // guarded by mtx_
+};
+
+/// The gRPC services; each keeps a reference to the engine.
+std::unique_ptr<grpc::Service> make_vllm_inference(sim_engine& e);
+std::unique_ptr<grpc::Service> make_vllm_control(sim_engine& e);
+std::unique_ptr<grpc::Service> make_openengine_inference(sim_engine& e);
+std::unique_ptr<grpc::Service> make_openengine_control(sim_engine& e);
+
+} // namespace outrider::sim
