@@ -6,16 +6,22 @@
 #include <unordered_map>
 #include <vector>
 
-#include "sim/kv_event.hpp"
+#include "cluster/kv_event.hpp"
 
 namespace outrider::sim {
+
+using kv::all_blocks_cleared;
+using kv::block_removed;
+using kv::block_stored;
+using kv::cached_block;
+using kv::kv_event;
 
 /// The simulated engine's KV cache: a fixed pool of blocks with reference
 /// counts and prefix caching. A full block is cached under its hash; when no
 /// request uses it any more it moves to an LRU pool where it can be reused by
 /// a later request or evicted (BlockRemoved) to make room. Not thread-safe.
 class block_manager {
-public:
+ public:
   block_manager(uint32_t num_blocks, uint32_t block_size);
 
   uint32_t block_size() const { return block_size_; }
@@ -60,7 +66,7 @@ public:
   /// Every cached block (ground truth).
   std::vector<cached_block> snapshot() const;
 
-private:
+ private:
   struct block {
     uint32_t refs = 0;
     bool cached = false;
@@ -74,8 +80,8 @@ private:
   uint32_t block_size_;
   uint32_t used_ = 0;
   std::vector<block> blocks_;
-  std::vector<int32_t> free_;                  // never used or uncached
-  std::list<int32_t> lru_;                     // idle cached, oldest first
+  std::vector<int32_t> free_;                   // never used or uncached
+  std::list<int32_t> lru_;                      // idle cached, oldest first
   std::unordered_map<uint64_t, int32_t> index_; // hash -> cached block
   std::vector<kv_event> events_;
 };

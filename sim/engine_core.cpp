@@ -1,7 +1,6 @@
 #include "sim/engine_core.hpp"
 
 #include <algorithm>
-
 #include <xxhash.h>
 
 namespace outrider::sim {
@@ -19,8 +18,8 @@ uint64_t splitmix(uint64_t x) {
 
 uint32_t next_token(uint64_t context_hash, uint64_t seed, uint32_t vocab) {
   // Token 0 is left out so that a zero never looks like padding.
-  return 1 + static_cast<uint32_t>(splitmix(context_hash ^ splitmix(seed))
-                                   % (vocab - 1));
+  return 1 + static_cast<uint32_t>(splitmix(context_hash ^ splitmix(seed)) %
+                                   (vocab - 1));
 }
 
 uint64_t fold_token(uint64_t context_hash, uint32_t token) {
@@ -42,8 +41,7 @@ struct engine_core::request_state {
 };
 
 engine_core::engine_core(engine_config cfg)
-  : cfg_(cfg), blocks_(cfg.num_blocks, cfg.block_size) {
-}
+  : cfg_(cfg), blocks_(cfg.num_blocks, cfg.block_size) {}
 
 engine_core::~engine_core() = default;
 
@@ -59,16 +57,18 @@ bool engine_core::submit(engine_request req, std::string* why) {
     return fail("max_tokens must be at least 1");
   uint64_t total = req.prompt.size() + uint64_t{req.max_tokens};
   if (total > cfg_.max_model_len)
-    return fail("prompt (" + std::to_string(req.prompt.size())
-                + " tokens) plus max_tokens (" + std::to_string(req.max_tokens)
-                + ") exceeds the context length "
-                + std::to_string(cfg_.max_model_len));
+    return fail("prompt (" + std::to_string(req.prompt.size()) +
+                " tokens) plus max_tokens (" + std::to_string(req.max_tokens) +
+                ") exceeds the context length " +
+                std::to_string(cfg_.max_model_len));
   if ((total + cfg_.block_size - 1) / cfg_.block_size > cfg_.num_blocks)
     return fail("the request needs more KV blocks than the engine has");
   for (auto t : req.prompt)
     if (t >= cfg_.vocab_size)
-      return fail("token id " + std::to_string(t) + " is outside the vocabulary"
-                  " of " + std::to_string(cfg_.vocab_size));
+      return fail("token id " + std::to_string(t) +
+                  " is outside the vocabulary"
+                  " of " +
+                  std::to_string(cfg_.vocab_size));
   if (by_id_.count(req.id))
     return fail("duplicate request id '" + req.id + "'");
   auto r = std::make_shared<request_state>();
@@ -243,8 +243,8 @@ step_result engine_core::step() {
     }
   }
   // Then waiting requests, in order, while there is room.
-  while (!waiting_.empty() && budget > 0
-         && running_.size() < cfg_.max_num_seqs) {
+  while (!waiting_.empty() && budget > 0 &&
+         running_.size() < cfg_.max_num_seqs) {
     auto r = waiting_.front();
     if (!admit(r, budget, scheduled))
       break;
@@ -252,8 +252,8 @@ step_result engine_core::step() {
   }
   // Run the step.
   for (auto& [r, n] : scheduled) {
-    bool decode = r->outputs > 0 && n == 1
-                  && r->computed + 1 == r->tokens.size();
+    bool decode =
+      r->outputs > 0 && n == 1 && r->computed + 1 == r->tokens.size();
     if (decode)
       out.decode_tokens += 1;
     else
@@ -294,7 +294,9 @@ step_result engine_core::step() {
   return out;
 }
 
-void engine_core::reset_prefix_cache() { blocks_.clear(); }
+void engine_core::reset_prefix_cache() {
+  blocks_.clear();
+}
 
 engine_load engine_core::load() const {
   engine_load l;

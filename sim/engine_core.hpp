@@ -80,7 +80,7 @@ inline constexpr uint64_t context_seed = 0x6a09e667f3bcc908ULL;
 /// at most max_num_seqs running, preemption of the newest request when blocks
 /// run out. Pure: no threads, no clock; `step()` returns the model's time.
 class engine_core {
-public:
+ public:
   explicit engine_core(engine_config cfg);
   ~engine_core();
 
@@ -98,11 +98,13 @@ public:
 
   /// Prefix-cache reset; records AllBlocksCleared.
   void reset_prefix_cache();
-  std::vector<cached_block> cache_snapshot() const { return blocks_.snapshot(); }
+  std::vector<cached_block> cache_snapshot() const {
+    return blocks_.snapshot();
+  }
   engine_load load() const;
   uint64_t preemptions() const { return preemptions_; }
 
-private:
+ private:
   struct request_state;
   using request_ptr = std::shared_ptr<request_state>;
 
@@ -111,8 +113,8 @@ private:
   void free_blocks(request_state& r);
   void commit_full_blocks(request_state& r);
   std::vector<uint64_t> full_block_hashes(const request_state& r) const;
-  uint64_t block_hash(std::optional<uint64_t> parent, const uint32_t* tokens)
-    const;
+  uint64_t block_hash(std::optional<uint64_t> parent,
+                      const uint32_t* tokens) const;
   bool admit(const request_ptr& r, uint32_t& budget,
              std::vector<std::pair<request_ptr, uint32_t>>& scheduled);
 

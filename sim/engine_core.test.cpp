@@ -94,9 +94,8 @@ TEST_CASE("outputs are the deterministic continuation of the context") {
   cont.insert(cont.end(), log.tokens["a"].begin(), log.tokens["a"].begin() + 4);
   REQUIRE(other.submit(request("b", cont, 6)));
   auto log2 = run(other);
-  CHECK(log2.tokens["b"]
-        == std::vector<uint32_t>(log.tokens["a"].begin() + 4,
-                                 log.tokens["a"].end()));
+  CHECK(log2.tokens["b"] == std::vector<uint32_t>(log.tokens["a"].begin() + 4,
+                                                  log.tokens["a"].end()));
 }
 
 TEST_CASE("a shared prefix is reused and only new blocks are stored") {
@@ -209,9 +208,9 @@ TEST_CASE("no more than max_num_seqs run at once") {
   cfg.max_num_seqs = 2;
   engine_core core{cfg};
   for (int i = 0; i < 5; ++i)
-    REQUIRE(core.submit(request("r" + std::to_string(i),
-                                tokens(10 * static_cast<uint32_t>(i) + 1, 3),
-                                5)));
+    REQUIRE(
+      core.submit(request("r" + std::to_string(i),
+                          tokens(10 * static_cast<uint32_t>(i) + 1, 3), 5)));
   core.step();
   CHECK(core.load().running == 2);
   CHECK(core.load().waiting == 3);

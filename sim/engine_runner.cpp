@@ -83,8 +83,9 @@ std::vector<kv_event> snapshot_events(const std::vector<cached_block>& blocks,
     }
     ordered.emplace_back(depth, &b);
   }
-  std::stable_sort(ordered.begin(), ordered.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(
+    ordered.begin(), ordered.end(),
+    [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<kv_event> out;
   for (const auto& [depth, b] : ordered)
     out.push_back(block_stored{{b->hash}, b->parent, b->token_ids, block_size});
@@ -243,8 +244,8 @@ void engine_runner::run() {
       if (next_step < now)
         next_step = now;
       next_step += std::chrono::duration_cast<clock::duration>(
-        std::chrono::duration<double, std::milli>(s.duration_ms
-                                                  / opts_.speedup));
+        std::chrono::duration<double, std::milli>(s.duration_ms /
+                                                  opts_.speedup));
       std::this_thread::sleep_until(next_step);
     }
     if (pub_ && !s.events.empty()) {

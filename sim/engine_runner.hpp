@@ -18,22 +18,22 @@ namespace outrider::sim {
 
 /// The outputs of one request as they arrive; read by the RPC handler.
 class request_stream {
-public:
+ public:
   /// Waits up to `timeout` for outputs and returns what arrived (maybe none).
   std::vector<token_output> wait(std::chrono::milliseconds timeout);
   void push(token_output o);
   bool finished() const;
 
-private:
+ private:
   mutable std::mutex mtx_;
   std::condition_variable cv_;
   std::vector<token_output> pending_; // guarded by mtx_
-  bool finished_ = false;              // guarded by mtx_
+  bool finished_ = false;             // guarded by mtx_
 };
 
 /// A subscriber's queue of KV event batches (sequence number, events).
 class event_subscription {
-public:
+ public:
   explicit event_subscription(size_t capacity) : capacity_(capacity) {}
   /// Waits up to `timeout`; returns the batches that arrived.
   std::vector<std::pair<uint64_t, std::vector<kv_event>>>
@@ -42,7 +42,7 @@ public:
   bool push(uint64_t seq, const std::vector<kv_event>& events);
   bool overflowed() const;
 
-private:
+ private:
   size_t capacity_;
   mutable std::mutex mtx_;
   std::condition_variable cv_;
@@ -62,7 +62,7 @@ struct runner_options {
 /// for the modelled step time, hands tokens to request streams and KV events
 /// to the publisher. Every method is thread-safe.
 class engine_runner {
-public:
+ public:
   engine_runner(engine_config cfg, runner_options opts, kv_publisher* pub);
   ~engine_runner();
 
@@ -80,11 +80,12 @@ public:
   int rank() const { return opts_.rank; }
   /// Live batches from now on; with `snapshot`, first the cached blocks as
   /// stores (parents first) under the sequence number of the last batch.
-  std::shared_ptr<event_subscription> subscribe(
-    bool snapshot, std::vector<kv_event>* snapshot_events, uint64_t* seq);
+  std::shared_ptr<event_subscription>
+  subscribe(bool snapshot, std::vector<kv_event>* snapshot_events,
+            uint64_t* seq);
   const engine_config& config() const { return cfg_; }
 
-private:
+ private:
   void run();
 
   engine_config cfg_;
@@ -92,13 +93,13 @@ private:
   kv_publisher* pub_;
   mutable std::mutex mtx_;
   std::condition_variable cv_;
-  engine_core core_;                                                // mtx_
+  engine_core core_; // mtx_
   std::unordered_map<std::string, std::shared_ptr<request_stream>> streams_;
-  bool paused_ = false;                                             // mtx_
-  bool kick_ = false;  // a step is owed (events to publish)        // mtx_
-  bool stopping_ = false;                                           // mtx_
+  bool paused_ = false;   // mtx_
+  bool kick_ = false;     // a step is owed (events to publish)        // mtx_
+  bool stopping_ = false; // mtx_
   uint64_t next_seq_ = 0; // sequence number of the next batch       // mtx_
-  std::vector<std::weak_ptr<event_subscription>> subscribers_;      // mtx_
+  std::vector<std::weak_ptr<event_subscription>> subscribers_; // mtx_
   std::thread thread_;
 };
 

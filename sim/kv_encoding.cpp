@@ -1,5 +1,6 @@
 #include "sim/kv_encoding.hpp"
 
+#include <cstring>
 #include <msgpack.hpp>
 
 namespace outrider::sim {
@@ -15,18 +16,18 @@ void pack_str(packer& pk, const std::string& s) {
 
 void pack_hash(packer& pk, uint64_t h, hash_format f) {
   switch (f) {
-    case hash_format::uint64:
-      pk.pack_uint64(h);
-      break;
-    case hash_format::int64:
-      pk.pack_int64(static_cast<int64_t>(h));
-      break;
-    case hash_format::bytes: {
-      auto b = hash_bytes(h);
-      pk.pack_bin(static_cast<uint32_t>(b.size()));
-      pk.pack_bin_body(b.data(), static_cast<uint32_t>(b.size()));
-      break;
-    }
+  case hash_format::uint64:
+    pk.pack_uint64(h);
+    break;
+  case hash_format::int64:
+    pk.pack_int64(static_cast<int64_t>(h));
+    break;
+  case hash_format::bytes: {
+    auto b = hash_bytes(h);
+    pk.pack_bin(static_cast<uint32_t>(b.size()));
+    pk.pack_bin_body(b.data(), static_cast<uint32_t>(b.size()));
+    break;
+  }
   }
 }
 
@@ -119,7 +120,15 @@ std::string encode_batch(double ts, const std::vector<kv_event>& events,
   msgpack::sbuffer buf;
   packer pk{buf};
   pk.pack_array(3);
-  pk.pack_double(ts);
+  // Always a float64 (0xcb), as engines send it: msgpack-c would pack a
+  // whole-valued double as an integer.
+  uint64_t bits;
+  std::memcpy(&bits, &ts, sizeof(bits));
+  char f64[9];
+  f64[0] = static_cast<char>(0xcb);
+  for (int i = 0; i < 8; ++i)
+    f64[8 - i] = static_cast<char>((bits >> (8 * i)) & 0xff);
+  buf.write(f64, sizeof(f64));
   pk.pack_array(static_cast<uint32_t>(events.size()));
   for (const auto& ev : events)
     pack_event(pk, ev, enc, hashes);

@@ -4,9 +4,15 @@
 #include <string>
 #include <vector>
 
-#include "sim/kv_event.hpp"
+#include "cluster/kv_event.hpp"
 
 namespace outrider::sim {
+
+using kv::all_blocks_cleared;
+using kv::block_removed;
+using kv::block_stored;
+using kv::cached_block;
+using kv::kv_event;
 
 /// How events are laid out: tagged maps (current engines) or tagged
 /// positional arrays (older engines). WIRE.md section 2.

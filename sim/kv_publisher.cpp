@@ -39,8 +39,7 @@ std::string rank_endpoint(const std::string& base, int rank) {
 }
 
 kv_publisher::kv_publisher(zmq::context_t& ctx, publisher_config cfg)
-  : cfg_(std::move(cfg)),
-    pub_(ctx, zmq::socket_type::pub),
+  : cfg_(std::move(cfg)), pub_(ctx, zmq::socket_type::pub),
     router_(ctx, zmq::socket_type::router) {
   try {
     pub_.set(zmq::sockopt::sndhwm, cfg_.hwm);
@@ -52,8 +51,8 @@ kv_publisher::kv_publisher(zmq::context_t& ctx, publisher_config cfg)
     if (!cfg_.replay_endpoint.empty())
       router_.bind(cfg_.replay_endpoint);
   } catch (const zmq::error_t& e) {
-    error_ = "cannot bind " + cfg_.endpoint + " / " + cfg_.replay_endpoint
-             + ": " + e.what();
+    error_ = "cannot bind " + cfg_.endpoint + " / " + cfg_.replay_endpoint +
+             ": " + e.what();
     return;
   }
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -7,16 +7,15 @@
 #include <string>
 #include <thread>
 #include <vector>
-
 #include <zmq.hpp>
 
 namespace outrider::sim {
 
 struct publisher_config {
-  std::string endpoint = "tcp://*:5557";        // PUB, already per rank
-  std::string replay_endpoint;                   // ROUTER; empty: no replay
-  std::string topic;                             // first frame of each message
-  size_t buffer_steps = 10000;                   // batches kept for replay
+  std::string endpoint = "tcp://*:5557"; // PUB, already per rank
+  std::string replay_endpoint;           // ROUTER; empty: no replay
+  std::string topic;                     // first frame of each message
+  size_t buffer_steps = 10000;           // batches kept for replay
   int hwm = 100000;
   bool replay_topic_frame = true; // false: older vLLM / SGLang framing
 };
@@ -30,7 +29,7 @@ std::string rank_endpoint(const std::string& base, int rank);
 /// batches. Sockets live on the publisher's own thread; `publish` may be
 /// called from any thread.
 class kv_publisher {
-public:
+ public:
   kv_publisher(zmq::context_t& ctx, publisher_config cfg);
   ~kv_publisher();
 
@@ -46,7 +45,7 @@ public:
   uint64_t published() const { return next_seq_.load(); }
   uint64_t malformed_replay_requests() const { return bad_requests_.load(); }
 
-private:
+ private:
   void run();
   void serve_replay(zmq::socket_t& router);
 
@@ -56,7 +55,7 @@ private:
   int wake_fd_ = -1;
   std::string error_;
   std::mutex mtx_;
-  std::deque<std::pair<uint64_t, std::string>> queue_; // guarded by mtx_
+  std::deque<std::pair<uint64_t, std::string>> queue_;  // guarded by mtx_
   std::deque<std::pair<uint64_t, std::string>> buffer_; // publisher thread
   std::atomic<uint64_t> next_seq_{0};
   std::atomic<uint64_t> bad_requests_{0};

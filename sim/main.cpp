@@ -74,8 +74,8 @@ runtime::http_response debug_route(sim_engine& e,
 }
 
 int run(int argc, char** argv) {
-  auto parsed = parse_sim_options(std::vector<std::string>(argv + 1,
-                                                           argv + argc));
+  auto parsed =
+    parse_sim_options(std::vector<std::string>(argv + 1, argv + argc));
   if (parsed.what == sim_parse_result::help) {
     std::fputs(parsed.message.c_str(), stdout);
     return 0;
@@ -121,20 +121,19 @@ int run(int argc, char** argv) {
       [&engine](const runtime::http_request& r) {
         return debug_route(engine, r);
       });
-    if (auto err = debug->start(cfg.host, static_cast<uint16_t>(
-                                            cfg.debug_port));
+    if (auto err =
+          debug->start(cfg.host, static_cast<uint16_t>(cfg.debug_port));
         !err.empty())
       return fail("debug server: " + err, 1);
   }
-  std::fprintf(stderr,
-               "outrider-sim: instance %s on %s, %d rank(s), role %s\n",
+  std::fprintf(stderr, "outrider-sim: instance %s on %s, %d rank(s), role %s\n",
                engine.instance_id().c_str(), address.c_str(), engine.ranks(),
                cfg.engine_role_prefill()
                  ? "prefill"
                  : (cfg.engine_role_decode() ? "decode" : "aggregated"));
 
-  auto loaded_at = std::chrono::steady_clock::now()
-                   + std::chrono::milliseconds{cfg.startup_delay_ms};
+  auto loaded_at = std::chrono::steady_clock::now() +
+                   std::chrono::milliseconds{cfg.startup_delay_ms};
   bool loaded = false;
   timespec tick{0, 10'000'000};
   for (;;) {
@@ -150,8 +149,8 @@ int run(int argc, char** argv) {
   // Drain: NOT_SERVING, new requests refused, running ones finish or are
   // aborted at the deadline.
   engine.begin_drain();
-  auto deadline = std::chrono::steady_clock::now()
-                  + std::chrono::milliseconds{cfg.drain_timeout_ms};
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds{cfg.drain_timeout_ms};
   auto all_idle = [&] {
     for (int r = 0; r < engine.ranks(); ++r)
       if (!engine.runner(r).idle())
@@ -162,8 +161,7 @@ int run(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds{10});
   for (int r = 0; r < engine.ranks(); ++r)
     engine.runner(r).abort_all();
-  server->Shutdown(std::chrono::system_clock::now()
-                   + std::chrono::seconds{2});
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds{2});
   if (debug)
     debug->stop();
   std::fprintf(stderr, "outrider-sim: stopped\n");

@@ -29,8 +29,8 @@ Status check_metadata(const ServerContext& ctx) {
     if (key == "openengine-priority") {
       std::string val(v.data(), v.size());
       auto body = val.rfind('-', 0) == 0 ? val.substr(1) : val;
-      if (body.empty() || body.size() > 9
-          || body.find_first_not_of("0123456789") != std::string::npos)
+      if (body.empty() || body.size() > 9 ||
+          body.find_first_not_of("0123456789") != std::string::npos)
         return {StatusCode::INVALID_ARGUMENT,
                 "metadata 'openengine-priority' must be an integer"};
     }
@@ -40,19 +40,26 @@ Status check_metadata(const ServerContext& ctx) {
 
 oe::FinishReason to_oe(finish_reason r) {
   switch (r) {
-    case finish_reason::stop: return oe::FINISH_REASON_STOP;
-    case finish_reason::length: return oe::FINISH_REASON_LENGTH;
-    case finish_reason::aborted: return oe::FINISH_REASON_CANCELLED;
-    case finish_reason::none: break;
+  case finish_reason::stop:
+    return oe::FINISH_REASON_STOP;
+  case finish_reason::length:
+    return oe::FINISH_REASON_LENGTH;
+  case finish_reason::aborted:
+    return oe::FINISH_REASON_CANCELLED;
+  case finish_reason::none:
+    break;
   }
   return oe::FINISH_REASON_UNSPECIFIED;
 }
 
 oe::EngineRole to_oe(engine_role r) {
   switch (r) {
-    case engine_role::prefill: return oe::ENGINE_ROLE_PREFILL;
-    case engine_role::decode: return oe::ENGINE_ROLE_DECODE;
-    case engine_role::aggregated: break;
+  case engine_role::prefill:
+    return oe::ENGINE_ROLE_PREFILL;
+  case engine_role::decode:
+    return oe::ENGINE_ROLE_DECODE;
+  case engine_role::aggregated:
+    break;
   }
   return oe::ENGINE_ROLE_AGGREGATED;
 }
@@ -88,7 +95,7 @@ void to_proto(const kv_event& ev, oe::KvEvent* out) {
 }
 
 class inference final : public oe::Inference::Service {
-public:
+ public:
   explicit inference(sim_engine& e) : e_(e) {}
 
   Status Generate(ServerContext* ctx, const oe::GenerateRequest* in,
@@ -103,8 +110,8 @@ public:
     if (rank < 0)
       rank = e_.pick_rank();
     if (!in->model().empty() && in->model() != cfg.model)
-      return {StatusCode::NOT_FOUND, "model '" + in->model()
-                                       + "' is not served here"};
+      return {StatusCode::NOT_FOUND,
+              "model '" + in->model() + "' is not served here"};
     if (in->has_prompt())
       return {StatusCode::INVALID_ARGUMENT,
               "text prompts are not supported by this engine; send token_ids"};
@@ -134,8 +141,7 @@ public:
       req.kv_preloaded = true;
       auto blocks = req.prompt.size() / cfg.engine.block_size;
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(
-        cfg.transfer_ms_per_block * static_cast<double>(blocks)
-        / cfg.speedup));
+        cfg.transfer_ms_per_block * static_cast<double>(blocks) / cfg.speedup));
     }
     bool prefill = cfg.engine_role_prefill();
     if (prefill)
@@ -179,10 +185,10 @@ public:
         }
         oe::GenerateResponse r;
         r.set_request_id(id);
-        r.mutable_finished()->set_reason(
-          prefill && o.finished == finish_reason::length
-            ? oe::FINISH_REASON_STOP
-            : to_oe(o.finished));
+        r.mutable_finished()->set_reason(prefill &&
+                                             o.finished == finish_reason::length
+                                           ? oe::FINISH_REASON_STOP
+                                           : to_oe(o.finished));
         auto* u = r.mutable_usage();
         u->set_prompt_tokens(prompt_len);
         u->set_completion_tokens(produced);
@@ -195,12 +201,12 @@ public:
     });
   }
 
-private:
+ private:
   sim_engine& e_;
 };
 
 class control final : public oe::Control::Service {
-public:
+ public:
   explicit control(sim_engine& e) : e_(e) {}
 
   Status GetServerInfo(ServerContext*, const oe::GetServerInfoRequest*,
@@ -231,8 +237,9 @@ public:
                       oe::ModelInfo* out) override {
     const auto& c = e_.config();
     if (!in->model().empty() && in->model() != c.model)
-      return {StatusCode::NOT_FOUND, "model '" + in->model() + "' is not "
-                                                               "served here"};
+      return {StatusCode::NOT_FOUND, "model '" + in->model() +
+                                       "' is not "
+                                       "served here"};
     out->set_model_id(c.model);
     out->set_served_model_name(c.model);
     out->set_max_model_len(c.engine.max_model_len);
@@ -268,36 +275,36 @@ public:
 
   Status Health(ServerContext*, const oe::HealthRequest*,
                 oe::HealthResponse* out) override {
-    out->set_state(e_.draining()  ? oe::HEALTH_STATE_DRAINING
-                   : e_.paused()  ? oe::HEALTH_STATE_NOT_READY
-                   : e_.loaded()  ? oe::HEALTH_STATE_READY
-                                  : oe::HEALTH_STATE_STARTING);
+    out->set_state(e_.draining() ? oe::HEALTH_STATE_DRAINING
+                   : e_.paused() ? oe::HEALTH_STATE_NOT_READY
+                   : e_.loaded() ? oe::HEALTH_STATE_READY
+                                 : oe::HEALTH_STATE_STARTING);
     return Status::OK;
   }
 
   Status Abort(ServerContext*, const oe::AbortRequest* in,
                oe::AbortResponse* out) override {
     switch (in->target_case()) {
-      case oe::AbortRequest::kRequestId:
-        for (int r = 0; r < e_.ranks(); ++r)
-          if (e_.runner(r).abort(in->request_id())) {
-            out->set_status(oe::ABORT_STATUS_ABORTED);
-            return Status::OK;
-          }
-        return {StatusCode::NOT_FOUND,
-                "no running request '" + in->request_id() + "'"};
-      case oe::AbortRequest::kAllRequests:
-        for (int r = 0; r < e_.ranks(); ++r)
-          e_.runner(r).abort_all();
-        out->set_status(oe::ABORT_STATUS_ABORTED);
-        return Status::OK;
-      case oe::AbortRequest::kKvSession:
-        if (!e_.find_session(in->kv_session().session_id()))
-          return {StatusCode::NOT_FOUND, "no such KV session"};
-        out->set_status(oe::ABORT_STATUS_ALREADY_FINISHED);
-        return Status::OK;
-      default:
-        return {StatusCode::INVALID_ARGUMENT, "no abort target given"};
+    case oe::AbortRequest::kRequestId:
+      for (int r = 0; r < e_.ranks(); ++r)
+        if (e_.runner(r).abort(in->request_id())) {
+          out->set_status(oe::ABORT_STATUS_ABORTED);
+          return Status::OK;
+        }
+      return {StatusCode::NOT_FOUND,
+              "no running request '" + in->request_id() + "'"};
+    case oe::AbortRequest::kAllRequests:
+      for (int r = 0; r < e_.ranks(); ++r)
+        e_.runner(r).abort_all();
+      out->set_status(oe::ABORT_STATUS_ABORTED);
+      return Status::OK;
+    case oe::AbortRequest::kKvSession:
+      if (!e_.find_session(in->kv_session().session_id()))
+        return {StatusCode::NOT_FOUND, "no such KV session"};
+      out->set_status(oe::ABORT_STATUS_ALREADY_FINISHED);
+      return Status::OK;
+    default:
+      return {StatusCode::INVALID_ARGUMENT, "no abort target given"};
     }
   }
 
@@ -308,11 +315,10 @@ public:
     if (!c.kv_events)
       return Status::OK;
     for (int r = 0; r < e_.ranks(); ++r) {
-      if (in->data_parallel_ranks_size() > 0
-          && std::find(in->data_parallel_ranks().begin(),
-                       in->data_parallel_ranks().end(),
-                       static_cast<uint32_t>(r))
-               == in->data_parallel_ranks().end())
+      if (in->data_parallel_ranks_size() > 0 &&
+          std::find(
+            in->data_parallel_ranks().begin(), in->data_parallel_ranks().end(),
+            static_cast<uint32_t>(r)) == in->data_parallel_ranks().end())
         continue;
       auto* s = out->add_sources();
       s->set_transport("zmq");
@@ -321,8 +327,8 @@ public:
         auto e = rank_endpoint(ep, r);
         auto colon = e.rfind(':');
         out_ep->set_host(c.host);
-        out_ep->set_port(static_cast<uint32_t>(
-          std::atoi(e.c_str() + colon + 1)));
+        out_ep->set_port(
+          static_cast<uint32_t>(std::atoi(e.c_str() + colon + 1)));
         out_ep->set_protocol("tcp");
       };
       fill(c.kv_endpoint, s->mutable_endpoint_addr());
@@ -360,8 +366,8 @@ public:
     for (auto r : ranks) {
       std::vector<kv_event> snapshot;
       uint64_t seq = 0;
-      subs.emplace_back(r, e_.runner(r).subscribe(in->include_snapshot(),
-                                                  &snapshot, &seq));
+      subs.emplace_back(
+        r, e_.runner(r).subscribe(in->include_snapshot(), &snapshot, &seq));
       if (in->include_snapshot() && !snapshot.empty()) {
         // The snapshot stands for every batch before `seq`.
         if (!write_batch(w, r, seq == 0 ? 0 : seq - 1, snapshot))
@@ -370,8 +376,8 @@ public:
     }
     while (!ctx->IsCancelled() && !e_.draining()) {
       for (auto& [r, sub] : subs) {
-        auto batches = sub->wait(std::chrono::milliseconds{
-          subs.size() == 1 ? 100 : 10});
+        auto batches =
+          sub->wait(std::chrono::milliseconds{subs.size() == 1 ? 100 : 10});
         for (auto& [seq, events] : batches)
           if (!write_batch(w, r, seq, events))
             return Status::OK;
@@ -389,7 +395,7 @@ public:
     return Status::OK;
   }
 
-private:
+ private:
   static bool write_batch(grpc::ServerWriter<oe::SubscribeKvEventsResponse>* w,
                           int rank, uint64_t seq,
                           const std::vector<kv_event>& events) {

@@ -25,8 +25,8 @@ number(std::string name, T sim_config::*field_ptr, T min, T max) {
     T x{};
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
     if (ec != std::errc{} || p != v.data() + v.size() || x < min || x > max)
-      return "--" + name + " must be a number between " + std::to_string(min)
-             + " and " + std::to_string(max) + ", got '" + v + "'";
+      return "--" + name + " must be a number between " + std::to_string(min) +
+             " and " + std::to_string(max) + ", got '" + v + "'";
     c.*field_ptr = x;
     return {};
   };
@@ -39,8 +39,8 @@ engine_number(std::string name, T engine_config::*field_ptr, T min, T max) {
     T x{};
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
     if (ec != std::errc{} || p != v.data() + v.size() || x < min || x > max)
-      return "--" + name + " must be a number between " + std::to_string(min)
-             + " and " + std::to_string(max) + ", got '" + v + "'";
+      return "--" + name + " must be a number between " + std::to_string(min) +
+             " and " + std::to_string(max) + ", got '" + v + "'";
     c.engine.*field_ptr = x;
     return {};
   };
@@ -57,8 +57,8 @@ std::string parse_kv_events(sim_config& c, const std::string& text) {
       else if (k == "publisher") {
         auto p = v.get<std::string>();
         if (p != "zmq" && p != "null")
-          return "--kv-events-config: publisher must be \"zmq\", got \"" + p
-                 + "\"";
+          return "--kv-events-config: publisher must be \"zmq\", got \"" + p +
+                 "\"";
         if (p == "null")
           c.kv_events = false;
       } else if (k == "endpoint")
@@ -102,13 +102,12 @@ std::map<std::string, flag> flags() {
                               c.model = v;
                               return std::string{};
                             }};
-  f["data-parallel-size"] = {"independent ranks (default 1)",
-                             number<int>("data-parallel-size",
-                                         &c_t::data_parallel_size, 1, 64)};
-  f["block-size"] = {"tokens per KV block (default 64)",
-                     engine_number<uint32_t>("block-size",
-                                             &engine_config::block_size, 1,
-                                             4096)};
+  f["data-parallel-size"] = {
+    "independent ranks (default 1)",
+    number<int>("data-parallel-size", &c_t::data_parallel_size, 1, 64)};
+  f["block-size"] = {
+    "tokens per KV block (default 64)",
+    engine_number<uint32_t>("block-size", &engine_config::block_size, 1, 4096)};
   f["num-gpu-blocks-override"] = {
     "KV blocks per rank (default 16384)",
     engine_number<uint32_t>("num-gpu-blocks-override",
@@ -138,8 +137,8 @@ std::map<std::string, flag> flags() {
                           auto d = runtime::parse_duration(v);
                           if (!d)
                             return "--startup-delay must be a duration such "
-                                   "as 500ms or 2s, got '"
-                                   + v + "'";
+                                   "as 500ms or 2s, got '" +
+                                   v + "'";
                           c.startup_delay_ms = d->count();
                           return std::string{};
                         }};
@@ -147,8 +146,8 @@ std::map<std::string, flag> flags() {
                         [](c_t& c, const std::string& v) {
                           auto d = runtime::parse_duration(v);
                           if (!d)
-                            return "--drain-timeout must be a duration, got '"
-                                   + v + "'";
+                            return "--drain-timeout must be a duration, got '" +
+                                   v + "'";
                           c.drain_timeout_ms = d->count();
                           return std::string{};
                         }};
@@ -165,8 +164,8 @@ std::map<std::string, flag> flags() {
                                 c.kv_encoding = event_encoding::array;
                               else
                                 return "--kv-event-encoding must be map or "
-                                       "array, got '"
-                                       + v + "'";
+                                       "array, got '" +
+                                       v + "'";
                               return std::string{};
                             }};
   f["kv-hash-format"] = {"uint64 (vLLM), int64 (SGLang) or bytes",
@@ -179,8 +178,8 @@ std::map<std::string, flag> flags() {
                              c.kv_hashes = hash_format::bytes;
                            else
                              return "--kv-hash-format must be uint64, int64 "
-                                    "or bytes, got '"
-                                    + v + "'";
+                                    "or bytes, got '" +
+                                    v + "'";
                            return std::string{};
                          }};
   f["replay-topic-frame"] = {"true: replay replies carry the topic frame "
@@ -188,8 +187,8 @@ std::map<std::string, flag> flags() {
                              [](c_t& c, const std::string& v) {
                                if (v != "true" && v != "false")
                                  return "--replay-topic-frame must be true or "
-                                        "false, got '"
-                                        + v + "'";
+                                        "false, got '" +
+                                        v + "'";
                                c.replay_topic_frame = v == "true";
                                return std::string{};
                              }};
@@ -204,8 +203,8 @@ std::map<std::string, flag> flags() {
         c.role = engine_role::decode;
       else
         return "--disaggregation-mode must be aggregated, prefill or decode, "
-               "got '"
-               + v + "'";
+               "got '" +
+               v + "'";
       return std::string{};
     }};
   f["kv-transfer-ms-per-block"] = {
@@ -223,8 +222,8 @@ std::string sim_help_text() {
                     "openengine.v1.Inference/Control, ZMQ KV events).\n\n"
                     "Options:\n";
   for (const auto& [name, f] : flags())
-    out += "  --" + name + (f.takes_value ? " <value>" : "") + "\n      "
-           + f.help + "\n";
+    out += "  --" + name + (f.takes_value ? " <value>" : "") + "\n      " +
+           f.help + "\n";
   return out;
 }
 
@@ -244,8 +243,8 @@ sim_parse_result parse_sim_options(const std::vector<std::string>& args) {
       return out;
     }
     auto eq = a.find('=');
-    auto name = a.substr(2, eq == std::string::npos ? std::string::npos
-                                                    : eq - 2);
+    auto name =
+      a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     auto it = table.find(name);
     if (it == table.end()) {
       out.what = sim_parse_result::error;

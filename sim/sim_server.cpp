@@ -25,8 +25,7 @@ std::string random_hex(size_t words) {
 } // namespace
 
 grpc::Status rank_from_metadata(const grpc::ServerContext& ctx,
-                                const std::string& key, int ranks,
-                                int* rank) {
+                                const std::string& key, int ranks, int* rank) {
   *rank = -1;
   auto [first, last] = ctx.client_metadata().equal_range(key);
   if (first == last)
@@ -35,16 +34,16 @@ grpc::Status rank_from_metadata(const grpc::ServerContext& ctx,
     return {grpc::StatusCode::INVALID_ARGUMENT,
             "metadata '" + key + "' is repeated"};
   std::string v(first->second.data(), first->second.size());
-  if (v.empty() || v.size() > 9
-      || v.find_first_not_of("0123456789") != std::string::npos)
+  if (v.empty() || v.size() > 9 ||
+      v.find_first_not_of("0123456789") != std::string::npos)
     return {grpc::StatusCode::INVALID_ARGUMENT,
-            "metadata '" + key + "' must be a base-10 integer, got '" + v
-              + "'"};
+            "metadata '" + key + "' must be a base-10 integer, got '" + v +
+              "'"};
   int r = std::stoi(v);
   if (r >= ranks)
     return {grpc::StatusCode::INVALID_ARGUMENT,
-            "metadata '" + key + "': rank " + v + " does not exist (ranks: "
-              + std::to_string(ranks) + ")"};
+            "metadata '" + key + "': rank " + v +
+              " does not exist (ranks: " + std::to_string(ranks) + ")"};
   *rank = r;
   return grpc::Status::OK;
 }
@@ -137,7 +136,8 @@ kv_session sim_engine::open_session(int rank, size_t prompt_tokens) {
   return s;
 }
 
-std::optional<kv_session> sim_engine::find_session(const std::string& id) const {
+std::optional<kv_session>
+sim_engine::find_session(const std::string& id) const {
   std::lock_guard<std::mutex> guard{mtx_};
   auto i = sessions_.find(id);
   if (i == sessions_.end())

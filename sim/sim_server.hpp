@@ -64,7 +64,7 @@ struct kv_session {
 /// The engine's shared state: one runner (and publisher) per rank, serving
 /// status, sessions. RPC services hold a reference.
 class sim_engine {
-public:
+ public:
   explicit sim_engine(sim_config cfg);
   ~sim_engine();
 
@@ -93,11 +93,11 @@ public:
 
   /// Runs a request to its end, handing outputs to `write` (false: stop).
   /// Cancellation by the client does not abort the request (vLLM's rule).
-  grpc::Status generate(grpc::ServerContext* ctx, int rank, engine_request req,
-                        const std::function<bool(std::vector<token_output>&)>&
-                          write);
+  grpc::Status
+  generate(grpc::ServerContext* ctx, int rank, engine_request req,
+           const std::function<bool(std::vector<token_output>&)>& write);
 
-private:
+ private:
   void update_health();
 
   sim_config cfg_;

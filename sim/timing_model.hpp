@@ -8,7 +8,7 @@ namespace outrider::sim {
 /// Step times of the reference model (WIRE.md section 6), in milliseconds
 /// before the speed-up factor. Coefficients are configurable.
 struct timing_model {
-  double prefill_a = 4.21e-7; // per new token squared
+  double prefill_a = 4.21e-7;  // per new token squared
   double prefill_b = 1.518e-2; // per new token
   double prefill_c = 16.5;
   double decode_a = -25.74; // u is the fraction of KV blocks in use

@@ -18,10 +18,14 @@ constexpr const char* rank_key = "x-data-parallel-rank";
 
 vllm::FinishReason to_vllm(finish_reason r) {
   switch (r) {
-    case finish_reason::length: return vllm::LENGTH;
-    case finish_reason::stop: return vllm::STOP;
-    case finish_reason::aborted: return vllm::ABORTED;
-    case finish_reason::none: break;
+  case finish_reason::length:
+    return vllm::LENGTH;
+  case finish_reason::stop:
+    return vllm::STOP;
+  case finish_reason::aborted:
+    return vllm::ABORTED;
+  case finish_reason::none:
+    break;
   }
   return vllm::NOT_FINISHED;
 }
@@ -36,8 +40,10 @@ Status prepare(sim_engine& e, ServerContext* ctx,
   if (*rank < 0)
     *rank = e.pick_rank();
   if (!in.model().empty() && in.model() != cfg.model)
-    return {StatusCode::NOT_FOUND, "model '" + in.model() + "' is not served "
-                                   "here (serving '" + cfg.model + "')"};
+    return {StatusCode::NOT_FOUND, "model '" + in.model() +
+                                     "' is not served "
+                                     "here (serving '" +
+                                     cfg.model + "')"};
   if (in.has_text())
     return {StatusCode::INVALID_ARGUMENT,
             "text prompts are not supported by this engine; send token_ids"};
@@ -48,9 +54,8 @@ Status prepare(sim_engine& e, ServerContext* ctx,
   out->id = in.request_id().empty() ? e.new_request_id() : in.request_id();
   out->prompt.assign(in.token_ids().ids().begin(), in.token_ids().ids().end());
   out->max_tokens = in.stopping().max_new_tokens();
-  out->seed = in.sampling().has_seed()
-                ? static_cast<uint64_t>(in.sampling().seed())
-                : 0;
+  out->seed =
+    in.sampling().has_seed() ? static_cast<uint64_t>(in.sampling().seed()) : 0;
   out->stop_token_ids.assign(in.stopping().stop_token_ids().begin(),
                              in.stopping().stop_token_ids().end());
   // Disaggregation through kv_transfer_params, like vLLM's connectors.
@@ -107,7 +112,7 @@ void fill(const sim_engine& e, const std::vector<token_output>& outs,
 }
 
 class inference final : public vllm::Inference::Service {
-public:
+ public:
   explicit inference(sim_engine& e) : e_(e) {}
 
   Status Generate(ServerContext* ctx, const vllm::GenerateRequest* in,
@@ -127,8 +132,9 @@ public:
     return st;
   }
 
-  Status GenerateStream(ServerContext* ctx, const vllm::GenerateRequest* in,
-                        grpc::ServerWriter<vllm::GenerateResponse>* w) override {
+  Status
+  GenerateStream(ServerContext* ctx, const vllm::GenerateRequest* in,
+                 grpc::ServerWriter<vllm::GenerateResponse>* w) override {
     engine_request req;
     int rank = 0;
     if (auto st = prepare(e_, ctx, *in, &req, &rank); !st.ok())
@@ -148,7 +154,7 @@ public:
     });
   }
 
-private:
+ private:
   std::optional<kv_session> open_session(int rank, const engine_request& r) {
     if (!e_.config().engine_role_prefill())
       return std::nullopt;
@@ -161,8 +167,8 @@ private:
       // Simulated KV transfer from the prefill engine.
       auto blocks = req.prompt.size() / e_.config().engine.block_size;
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(
-        e_.config().transfer_ms_per_block * static_cast<double>(blocks)
-        / e_.config().speedup));
+        e_.config().transfer_ms_per_block * static_cast<double>(blocks) /
+        e_.config().speedup));
     }
     return e_.generate(ctx, rank, std::move(req), write);
   }
@@ -171,7 +177,7 @@ private:
 };
 
 class control final : public vllm::Control::Service {
-public:
+ public:
   explicit control(sim_engine& e) : e_(e) {}
 
   Status GetServerInfo(ServerContext*, const vllm::GetServerInfoRequest*,
@@ -265,7 +271,7 @@ public:
     return Status::OK;
   }
 
-private:
+ private:
   sim_engine& e_;
 };
 

@@ -2,10 +2,15 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <variant>
 #include <vector>
 
-namespace outrider::sim {
+namespace outrider::kv {
+
+/// The KV cache events of WIRE.md section 2, shared by the simulated engine
+/// (which emits them) and outrider (which decodes and indexes them). Block
+/// hashes are the engine's opaque keys, folded to 64 bits.
 
 /// Newly cached full blocks of one request step, in sequence order.
 struct block_stored {
@@ -32,4 +37,4 @@ struct cached_block {
   std::vector<uint32_t> token_ids;
 };
 
-} // namespace outrider::sim
+} // namespace outrider::kv
