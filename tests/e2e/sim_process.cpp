@@ -1,0 +1,115 @@
+#include "tests/e2e/sim_process.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+
+namespace outrider::test {
+
+namespace {
+
+bool bindable(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+} // namespace
+
+uint16_t free_port_block(int n) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto base = free_port();
+    if (base + n > 65535)
+      continue;
+    bool ok = true;
+    for (int i = 1; i < n && ok; ++i)
+      ok = bindable(static_cast<uint16_t>(base + i));
+    if (ok)
+      return base;
+  }
+  return 0;
+}
+
+sim_process::sim_process(options o) : opts(std::move(o)) {
+  grpc = free_port();
+  debug = free_port();
+  pub = free_port_block(opts.ranks);
+  replay = free_port_block(opts.ranks);
+  nlohmann::json kv = {
+    {"enable_kv_cache_events", true},
+    {"publisher", "zmq"},
+    {"endpoint", "tcp://*:" + std::to_string(pub)},
+    {"replay_endpoint", "tcp://*:" + std::to_string(replay)},
+    {"topic", "kv-events"},
+    {"buffer_steps", opts.buffer_steps},
+  };
+  std::vector<std::string> args{OUTRIDER_SIM_BIN,
+                                "--grpc-port",
+                                std::to_string(grpc),
+                                "--debug-port",
+                                std::to_string(debug),
+                                "--kv-events-config",
+                                kv.dump(),
+                                "--kv-event-encoding",
+                                opts.encoding,
+                                "--replay-topic-frame",
+                                opts.replay_topic_frame ? "true" : "false",
+                                "--data-parallel-size",
+                                std::to_string(opts.ranks),
+                                "--disaggregation-mode",
+                                opts.role,
+                                "--startup-delay",
+                                opts.startup_delay,
+                                "--block-size",
+                                std::to_string(opts.block_size),
+                                "--num-gpu-blocks-override",
+                                std::to_string(opts.num_blocks),
+                                "--speedup",
+                                "100"};
+  args.insert(args.end(), opts.extra.begin(), opts.extra.end());
+  proc = std::make_unique<child_process>(args);
+}
+
+std::shared_ptr<grpc::Channel> sim_process::channel() const {
+  // Short reconnect backoff: the engine may still be starting.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
+  return grpc::CreateCustomChannel(endpoint(),
+                                   grpc::InsecureChannelCredentials(), args);
+}
+
+bool sim_process::wait_serving(std::chrono::milliseconds timeout) const {
+  auto stub = grpc::health::v1::Health::NewStub(channel());
+  return eventually(
+    [&] {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds{500});
+      ctx.set_wait_for_ready(true);
+      grpc::health::v1::HealthCheckRequest req;
+      grpc::health::v1::HealthCheckResponse resp;
+      return stub->Check(&ctx, req, &resp).ok() &&
+             resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+    },
+    timeout);
+}
+
+nlohmann::json sim_process::cache(int rank) const {
+  std::string body;
+  if (http_get(debug, "/debug/cache?rank=" + std::to_string(rank), &body) !=
+      200)
+    return nullptr;
+  return nlohmann::json::parse(body, nullptr, false);
+}
+
+} // namespace outrider::test

@@ -1,0 +1,55 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/e2e/process.hpp"
+
+namespace outrider::test {
+
+/// `n` consecutive loopback ports that were free a moment ago.
+uint16_t free_port_block(int n);
+
+/// An outrider-sim process on free ports, with KV events and replay.
+struct sim_process {
+  struct options {
+    int ranks = 1;
+    std::string encoding = "map";
+    bool replay_topic_frame = true;
+    size_t buffer_steps = 10000;
+    std::string role = "aggregated";
+    std::string startup_delay = "0ms";
+    uint32_t block_size = 4;
+    uint32_t num_blocks = 256;
+    std::vector<std::string> extra;
+  };
+
+  explicit sim_process(options o);
+
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(grpc); }
+  std::string pub_endpoint(int rank) const {
+    return "tcp://127.0.0.1:" + std::to_string(pub + rank);
+  }
+  std::string replay_endpoint(int rank) const {
+    return "tcp://127.0.0.1:" + std::to_string(replay + rank);
+  }
+  std::shared_ptr<grpc::Channel> channel() const;
+  /// Waits until the health service reports SERVING.
+  bool wait_serving(std::chrono::milliseconds timeout) const;
+  /// The engine's true cache of `rank` from the debug endpoint.
+  nlohmann::json cache(int rank) const;
+
+  options opts;
+  uint16_t grpc = 0;
+  uint16_t debug = 0;
+  uint16_t pub = 0;
+  uint16_t replay = 0;
+  std::unique_ptr<child_process> proc;
+};
+
+} // namespace outrider::test
