@@ -137,7 +137,7 @@ TEST_CASE("broken frames are rejected with a reason, never a crash") {
   CHECK(decode(wire_example + "00").error == kv_reject::malformed_msgpack);
 }
 
-TEST_CASE("bad events are left out and counted; the rest apply") {
+TEST_CASE("bad events are left out and counted while the rest apply") {
   std::vector<kv::kv_event> good{kv::block_removed{{3}}};
   auto base = sim::encode_batch(2.0, good, 0, sim::event_encoding::array);
   // [2.0, [["BlockRemoved",[3],"GPU"], ["BlockMoved"], 7,

@@ -34,8 +34,8 @@ struct sim {
   uint16_t port = free_port();
   child_process proc;
   explicit sim(int startup_delay_ms = 0)
-    : proc({OUTRIDER_SIM_BIN, "--grpc-port", port_arg(port),
-            "--startup-delay-ms", std::to_string(startup_delay_ms)}) {}
+    : proc({OUTRIDER_SIM_BIN, "--grpc-port", port_arg(port), "--startup-delay",
+            std::to_string(startup_delay_ms) + "ms"}) {}
   std::string endpoint() const { return "127.0.0.1:" + port_arg(port); }
 };
 

@@ -550,7 +550,7 @@ TEST_CASE("bad requests get the right status, never a crash") {
   CHECK(sim.wait_serving(1s));
 }
 
-TEST_CASE("a client that drops a stream does not abort; Abort does") {
+TEST_CASE("a dropped stream does not abort the request but Abort does") {
   sim_process sim{{.extra = {"--speedup", "1"}}};
   REQUIRE(sim.wait_serving(10s));
   auto stub = vllm::Inference::NewStub(sim.channel());
