@@ -208,9 +208,15 @@ void engine_runner::run() {
     std::vector<std::pair<std::shared_ptr<request_stream>, token_output>> out;
     {
       std::unique_lock<std::mutex> guard{mtx_};
-      cv_.wait(guard, [this] {
+      auto has_work = [this] {
         return stopping_ || kick_ || (!paused_ && !core_.idle());
-      });
+      };
+      if (!has_work()) {
+        cv_.wait(guard, has_work);
+        // Time restarts after idling; while busy, late steps are caught up
+        // so that the wall clock follows the model.
+        next_step = clock::now();
+      }
       if (stopping_)
         return;
       kick_ = false;
@@ -240,9 +246,6 @@ void engine_runner::run() {
     }
     // The step takes its modelled time; its results appear at its end.
     if (!opts_.no_sleep && s.duration_ms > 0) {
-      auto now = clock::now();
-      if (next_step < now)
-        next_step = now;
       next_step += std::chrono::duration_cast<clock::duration>(
         std::chrono::duration<double, std::milli>(s.duration_ms /
                                                   opts_.speedup));

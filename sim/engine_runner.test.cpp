@@ -31,7 +31,8 @@ std::vector<uint32_t> drain(request_stream& s) {
 
 } // namespace
 
-TEST_CASE("the runner's wall time is within 5% of the timing model") {
+TEST_CASE("the runner's wall time is within 5% of the timing model",
+          "[timing]") {
   engine_config cfg; // the reference defaults
   // What the model says, from the same core stepped without a clock.
   engine_core model{cfg};
