@@ -113,7 +113,7 @@ int run(int argc, char** argv) {
   if (!server || bound == 0)
     return fail("cannot listen on " + address, 1);
   engine.attach(server.get());
-  server->GetHealthCheckService()->SetServingStatus(false);
+  engine.set_loaded(false); // NOT_SERVING while "loading"
 
   std::unique_ptr<runtime::http_server> debug;
   if (cfg.debug_port > 0) {
@@ -142,7 +142,7 @@ int run(int argc, char** argv) {
       break;
     if (!loaded && std::chrono::steady_clock::now() >= loaded_at) {
       loaded = true;
-      engine.set_loaded();
+      engine.set_loaded(true);
       std::fprintf(stderr, "outrider-sim: SERVING\n");
     }
   }

@@ -105,11 +105,15 @@ void sim_engine::update_health() {
   if (!server_)
     return;
   bool serving = loaded_ && !paused_ && !draining_;
-  server_->GetHealthCheckService()->SetServingStatus(serving);
+  auto* health = server_->GetHealthCheckService();
+  // The server as a whole ("") and every service by name.
+  for (const char* name : {"", "vllm.Inference", "vllm.Control",
+                           "openengine.v1.Inference", "openengine.v1.Control"})
+    health->SetServingStatus(name, serving);
 }
 
-void sim_engine::set_loaded() {
-  loaded_ = true;
+void sim_engine::set_loaded(bool loaded) {
+  loaded_ = loaded;
   update_health();
 }
 

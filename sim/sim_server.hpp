@@ -80,7 +80,7 @@ class sim_engine {
 
   /// Connects the health service (after the gRPC server started).
   void attach(grpc::Server* server) { server_ = server; }
-  void set_loaded();
+  void set_loaded(bool loaded);
   void set_paused(bool paused);
   bool paused() const { return paused_.load(); }
   bool loaded() const { return loaded_.load(); }

@@ -216,6 +216,17 @@ TEST_CASE("sim health follows loading, pause and resume") {
   CHECK(resp.status() == hs::NOT_SERVING); // still loading
   REQUIRE(watch->Read(&resp));
   CHECK(resp.status() == hs::SERVING);
+  for (const char* name :
+       {"vllm.Inference", "vllm.Control", "openengine.v1.Inference",
+        "openengine.v1.Control"}) {
+    grpc::ClientContext c;
+    deadline(c);
+    grpc::health::v1::HealthCheckRequest creq;
+    creq.set_service(name);
+    grpc::health::v1::HealthCheckResponse cresp;
+    REQUIRE(health->Check(&c, creq, &cresp).ok());
+    CHECK(cresp.status() == hs::SERVING);
+  }
   {
     grpc::ClientContext c;
     deadline(c);
