@@ -1,0 +1,218 @@
+#include "cluster/discovery.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <poll.h>
+#include <sstream>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace outrider::cluster {
+
+namespace fs = std::filesystem;
+
+bool valid_worker_id(const std::string& id) {
+  return !id.empty() && id.size() <= 200 && id != "." && id != ".." &&
+         std::all_of(id.begin(), id.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+                  c == '_' || c == '.' || c == ':';
+         });
+}
+
+std::string to_json(const worker_record& r) {
+  nlohmann::json j{
+    {"worker_id", r.worker_id},
+    {"instance_id", r.instance_id},
+    {"model", r.model},
+    {"role", r.role},
+    {"relay_endpoint", r.relay_endpoint},
+    {"engine_endpoint", r.engine_endpoint},
+    {"protocol", r.protocol},
+    {"kv_block_size", r.kv_block_size},
+    {"total_kv_blocks", r.total_kv_blocks},
+    {"data_parallel_size", r.data_parallel_size},
+    {"version", r.version},
+  };
+  return j.dump();
+}
+
+std::optional<worker_record> record_from_json(const std::string& text,
+                                              std::string* why) {
+  auto fail = [&](std::string msg) -> std::optional<worker_record> {
+    if (why)
+      *why = std::move(msg);
+    return std::nullopt;
+  };
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return fail("not a JSON object");
+  worker_record r;
+  auto str = [&](const char* key, std::string& out) {
+    auto i = j.find(key);
+    if (i == j.end() || !i->is_string())
+      return false;
+    out = i->get<std::string>();
+    return true;
+  };
+  auto num = [&](const char* key, auto& out) {
+    auto i = j.find(key);
+    if (i == j.end() || !i->is_number_unsigned())
+      return false;
+    out = i->get<std::decay_t<decltype(out)>>();
+    return true;
+  };
+  if (!str("worker_id", r.worker_id) || !valid_worker_id(r.worker_id))
+    return fail("bad or missing worker_id");
+  if (!str("instance_id", r.instance_id) || r.instance_id.empty())
+    return fail("bad or missing instance_id");
+  if (!str("model", r.model) || !str("role", r.role) ||
+      !str("relay_endpoint", r.relay_endpoint) ||
+      !str("engine_endpoint", r.engine_endpoint) ||
+      !str("protocol", r.protocol) || !str("version", r.version))
+    return fail("a string field is missing or not a string");
+  if (r.role != "aggregated" && r.role != "prefill" && r.role != "decode")
+    return fail("unknown role '" + r.role + "'");
+  if (!num("kv_block_size", r.kv_block_size) || r.kv_block_size == 0 ||
+      !num("total_kv_blocks", r.total_kv_blocks) ||
+      !num("data_parallel_size", r.data_parallel_size) ||
+      r.data_parallel_size == 0)
+    return fail("a numeric field is missing, zero or not an unsigned integer");
+  return r;
+}
+
+file_discovery::file_discovery(std::string dir, std::chrono::milliseconds ttl)
+  : dir_(std::move(dir)), ttl_(ttl) {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+}
+
+file_discovery::~file_discovery() {
+  if (inotify_fd_ >= 0)
+    close(inotify_fd_);
+}
+
+std::string file_discovery::path_of(const std::string& worker_id) const {
+  return dir_ + "/" + worker_id + ".json";
+}
+
+std::string file_discovery::put(const worker_record& r) {
+  if (!valid_worker_id(r.worker_id))
+    return "invalid worker id '" + r.worker_id + "'";
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  auto final_path = path_of(r.worker_id);
+  auto tmp = final_path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << to_json(r) << "\n";
+    out.flush();
+    if (!out)
+      return "cannot write " + tmp;
+  }
+  fs::rename(tmp, final_path, ec);
+  if (ec)
+    return "cannot rename to " + final_path + ": " + ec.message();
+  return {};
+}
+
+std::string file_discovery::keep_alive(const std::string& worker_id) {
+  std::error_code ec;
+  fs::last_write_time(path_of(worker_id), fs::file_time_type::clock::now(), ec);
+  return ec ? "cannot touch " + path_of(worker_id) + ": " + ec.message()
+            : std::string{};
+}
+
+std::string file_discovery::remove(const std::string& worker_id) {
+  std::error_code ec;
+  fs::remove(path_of(worker_id), ec);
+  return ec ? "cannot remove " + path_of(worker_id) + ": " + ec.message()
+            : std::string{};
+}
+
+std::vector<worker_record> file_discovery::list(size_t* invalid) {
+  std::vector<worker_record> out;
+  size_t bad = 0;
+  std::error_code ec;
+  auto now = fs::file_time_type::clock::now();
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    const auto& p = entry.path();
+    if (p.extension() != ".json")
+      continue;
+    auto mtime = fs::last_write_time(p, ec);
+    if (ec)
+      continue; // vanished meanwhile
+    if (now - mtime > ttl_) {
+      fs::remove(p, ec); // stale: anyone may remove it
+      continue;
+    }
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string why;
+    auto r = record_from_json(ss.str(), &why);
+    if (!r || r->worker_id != p.stem().string()) {
+      ++bad;
+      continue;
+    }
+    out.push_back(std::move(*r));
+  }
+  if (invalid)
+    *invalid = bad;
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.worker_id < b.worker_id;
+  });
+  return out;
+}
+
+void file_discovery::wait_for_change(std::chrono::milliseconds timeout) {
+  if (inotify_fd_ < 0) {
+    inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (inotify_fd_ >= 0)
+      inotify_add_watch(inotify_fd_, dir_.c_str(),
+                        IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM |
+                          IN_CLOSE_WRITE | IN_ATTRIB);
+  }
+  if (inotify_fd_ < 0) {
+    usleep(static_cast<useconds_t>(timeout.count() * 1000));
+    return;
+  }
+  pollfd p{inotify_fd_, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(timeout.count())) > 0) {
+    char buf[4096];
+    while (read(inotify_fd_, buf, sizeof(buf)) > 0) {
+    }
+  }
+}
+
+std::string memory_discovery::put(const worker_record& r) {
+  if (!valid_worker_id(r.worker_id))
+    return "invalid worker id '" + r.worker_id + "'";
+  std::lock_guard<std::mutex> guard{mtx_};
+  std::erase_if(records_,
+                [&](const auto& x) { return x.worker_id == r.worker_id; });
+  records_.push_back(r);
+  return {};
+}
+
+std::string memory_discovery::keep_alive(const std::string&) {
+  return {};
+}
+
+std::string memory_discovery::remove(const std::string& worker_id) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  std::erase_if(records_,
+                [&](const auto& x) { return x.worker_id == worker_id; });
+  return {};
+}
+
+std::vector<worker_record> memory_discovery::list(size_t* invalid) {
+  if (invalid)
+    *invalid = 0;
+  std::lock_guard<std::mutex> guard{mtx_};
+  return records_;
+}
+
+} // namespace outrider::cluster

@@ -1,0 +1,88 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace outrider::cluster {
+
+/// What a worker publishes about itself.
+struct worker_record {
+  std::string worker_id;
+  std::string instance_id; // the engine's, changes on every engine start
+  std::string model;
+  std::string role = "aggregated"; // aggregated, prefill, decode
+  std::string relay_endpoint;      // the sidecar's OpenEngine server
+  std::string engine_endpoint;
+  std::string protocol; // openengine or vllm
+  uint32_t kv_block_size = 0;
+  uint64_t total_kv_blocks = 0;
+  uint32_t data_parallel_size = 1;
+  std::string version;
+};
+
+std::string to_json(const worker_record& r);
+/// Parses and validates a record; nullopt (with `why`) when malformed.
+std::optional<worker_record> record_from_json(const std::string& text,
+                                              std::string* why);
+
+/// Where workers find each other. Implementations are thread-safe.
+class discovery {
+ public:
+  virtual ~discovery() = default;
+  /// Publishes (or replaces) a record; error text or empty.
+  virtual std::string put(const worker_record& r) = 0;
+  /// Refreshes a record's lease; error text or empty.
+  virtual std::string keep_alive(const std::string& worker_id) = 0;
+  /// Withdraws a record; removing a missing record is not an error.
+  virtual std::string remove(const std::string& worker_id) = 0;
+  /// Every live record; malformed ones are skipped and counted in `invalid`.
+  virtual std::vector<worker_record> list(size_t* invalid = nullptr) = 0;
+};
+
+/// The embedded default: one JSON file per worker in a directory, written by
+/// atomic rename; the file's mtime is the lease, refreshed by keep_alive;
+/// records older than the TTL are stale and removed by whoever lists them.
+class file_discovery final : public discovery {
+ public:
+  file_discovery(std::string dir, std::chrono::milliseconds ttl);
+  ~file_discovery() override;
+  file_discovery(const file_discovery&) = delete;
+  file_discovery& operator=(const file_discovery&) = delete;
+  std::string put(const worker_record& r) override;
+  std::string keep_alive(const std::string& worker_id) override;
+  std::string remove(const std::string& worker_id) override;
+  std::vector<worker_record> list(size_t* invalid = nullptr) override;
+  /// Blocks until the directory changes (inotify) or `timeout` passes.
+  void wait_for_change(std::chrono::milliseconds timeout);
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string path_of(const std::string& worker_id) const;
+
+  std::string dir_;
+  std::chrono::milliseconds ttl_;
+  int inotify_fd_ = -1;
+};
+
+/// In-process discovery (role `all`, tests).
+class memory_discovery final : public discovery {
+ public:
+  std::string put(const worker_record& r) override;
+  std::string keep_alive(const std::string& worker_id) override;
+  std::string remove(const std::string& worker_id) override;
+  std::vector<worker_record> list(size_t* invalid = nullptr) override;
+
+ private:
+  std::mutex mtx_;
+  std::vector<worker_record> records_; // guarded by mtx_
+};
+
+/// A worker id safe to use as a file name (letters, digits, `-_.:`).
+bool valid_worker_id(const std::string& id);
+
+} // namespace outrider::cluster

@@ -1,0 +1,132 @@
+#include "cluster/discovery.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+using namespace outrider::cluster;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    static int n = 0;
+    path = fs::temp_directory_path() /
+           ("outrider-disc-" + std::to_string(::getpid()) + "-" +
+            std::to_string(n++));
+    fs::create_directories(path);
+  }
+  ~temp_dir() { fs::remove_all(path); }
+};
+
+worker_record record(std::string id) {
+  worker_record r;
+  r.worker_id = std::move(id);
+  r.instance_id = "abc";
+  r.model = "m";
+  r.relay_endpoint = "127.0.0.1:9100";
+  r.engine_endpoint = "127.0.0.1:50051";
+  r.protocol = "vllm";
+  r.kv_block_size = 64;
+  r.total_kv_blocks = 100;
+  r.version = "0.1.0";
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("file discovery publishes, lists and withdraws records") {
+  temp_dir d;
+  file_discovery disc{d.path.string(), 10s};
+  REQUIRE(disc.put(record("w1")).empty());
+  REQUIRE(disc.put(record("w2")).empty());
+  auto all = disc.list();
+  REQUIRE(all.size() == 2);
+  CHECK(all[0].worker_id == "w1");
+  CHECK(all[0].kv_block_size == 64);
+  auto changed = record("w1");
+  changed.instance_id = "def";
+  REQUIRE(disc.put(changed).empty());
+  CHECK(disc.list()[0].instance_id == "def");
+  REQUIRE(disc.remove("w1").empty());
+  CHECK(disc.list().size() == 1);
+  CHECK(disc.remove("w1").empty()); // removing twice is fine
+  CHECK_FALSE(disc.put(record("../escape")).empty());
+}
+
+TEST_CASE("stale records are dropped and removed by whoever lists") {
+  temp_dir d;
+  file_discovery disc{d.path.string(), 10s};
+  REQUIRE(disc.put(record("old")).empty());
+  REQUIRE(disc.put(record("fresh")).empty());
+  fs::last_write_time(d.path / "old.json",
+                      fs::file_time_type::clock::now() - 11s);
+  auto all = disc.list();
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].worker_id == "fresh");
+  CHECK_FALSE(fs::exists(d.path / "old.json"));
+  // keep_alive renews the lease.
+  fs::last_write_time(d.path / "fresh.json",
+                      fs::file_time_type::clock::now() - 9s);
+  REQUIRE(disc.keep_alive("fresh").empty());
+  fs::last_write_time(d.path / "fresh.json",
+                      fs::last_write_time(d.path / "fresh.json") - 2s);
+  CHECK(disc.list().size() == 1);
+}
+
+TEST_CASE("malformed records are skipped and counted") {
+  temp_dir d;
+  file_discovery disc{d.path.string(), 10s};
+  REQUIRE(disc.put(record("good")).empty());
+  std::ofstream(d.path / "garbage.json") << "{not json";
+  std::ofstream(d.path / "typed.json")
+    << R"({"worker_id":"typed","instance_id":"x","kv_block_size":"64"})";
+  auto r = record("mismatch");
+  std::ofstream(d.path / "other-name.json") << to_json(r);
+  size_t invalid = 0;
+  auto all = disc.list(&invalid);
+  CHECK(all.size() == 1);
+  CHECK(invalid == 3);
+}
+
+TEST_CASE("record validation names the problem") {
+  std::string why;
+  CHECK_FALSE(record_from_json("[]", &why));
+  CHECK(why == "not a JSON object");
+  auto j = to_json(record("w"));
+  CHECK(record_from_json(j, &why));
+  auto bad_role = j;
+  bad_role.replace(bad_role.find("aggregated"), 10, "boss");
+  CHECK_FALSE(record_from_json(bad_role, &why));
+  CHECK(why == "unknown role 'boss'");
+}
+
+TEST_CASE("wait_for_change wakes on a new record") {
+  temp_dir d;
+  file_discovery watcher{d.path.string(), 10s};
+  file_discovery writer{d.path.string(), 10s};
+  watcher.wait_for_change(1ms); // arm the watch
+  std::thread t([&] {
+    std::this_thread::sleep_for(50ms);
+    writer.put(record("w"));
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  watcher.wait_for_change(5s);
+  t.join();
+  CHECK(std::chrono::steady_clock::now() - t0 < 4s);
+  CHECK(watcher.list().size() == 1);
+}
+
+TEST_CASE("memory discovery keeps records in process") {
+  memory_discovery disc;
+  REQUIRE(disc.put(record("a")).empty());
+  REQUIRE(disc.put(record("a")).empty());
+  CHECK(disc.list().size() == 1);
+  REQUIRE(disc.remove("a").empty());
+  CHECK(disc.list().empty());
+}
