@@ -3,7 +3,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <zmq.hpp>
+
+#include "actors/indexer/indexer_actor.hpp"
+#include "actors/registrar/registrar.hpp"
 #include "actors/sidecar/lifecycle.hpp"
+#include "cluster/discovery.hpp"
 #include "runtime/app.hpp"
 #include "runtime/logging.hpp"
 
@@ -11,19 +18,61 @@ namespace {
 
 using namespace outrider;
 
+std::string default_worker_id(const runtime::options& opts) {
+  char host[256] = "host";
+  gethostname(host, sizeof(host) - 1);
+  const auto& ep = opts.get_string("engine-endpoint");
+  auto port = ep.substr(ep.rfind(':') + 1);
+  std::string id = std::string{host} + "-" + port;
+  for (auto& c : id)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_'
+        && c != '.')
+      c = '_';
+  return id;
+}
+
 std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
+  const auto& o = ctx.opts;
+  std::shared_ptr<cluster::discovery> disc;
+  if (o.get_string("discovery") == "memory")
+    disc = std::make_shared<cluster::memory_discovery>();
+  else
+    disc = std::make_shared<cluster::file_discovery>(
+      o.get_string("discovery-dir"), o.get_duration("discovery-ttl"));
+  auto zmq_ctx = std::make_shared<zmq::context_t>(1);
+  indexer::indexer_config icfg;
+  icfg.data_dir = o.get_string("data-dir");
   sidecar::lifecycle_config cfg;
-  cfg.engine_endpoint = ctx.opts.get_string("engine-endpoint");
-  cfg.startup_deadline = ctx.opts.get_duration("engine-startup-deadline");
+  cfg.engine_endpoint = o.get_string("engine-endpoint");
+  cfg.engine_protocol = o.get_string("engine-protocol");
+  cfg.startup_deadline = o.get_duration("engine-startup-deadline");
+  cfg.worker_id = o.get_string("worker-id").empty()
+                    ? default_worker_id(o)
+                    : o.get_string("worker-id");
+  cfg.relay_endpoint = o.get_string("relay-host") + ":"
+                       + std::to_string(o.get_int("relay-port"));
   cfg.health = ctx.health;
+  cfg.zmq = zmq_ctx;
   auto control = ctx.control;
   cfg.request_exit = [control](int code, const std::string& why) {
     control->request_exit(code, why);
   };
-  return {{"lifecycle", [cfg](caf::actor_system& sys) {
-             return caf::actor_cast<caf::actor>(
-               sidecar::spawn_lifecycle(sys, cfg));
-           }}};
+  auto ttl = o.get_duration("discovery-ttl");
+  return {
+    {"indexer",
+     [icfg](caf::actor_system& sys) {
+       return caf::actor_cast<caf::actor>(indexer::spawn_indexer(sys, icfg));
+     }},
+    {"registrar",
+     [disc, ttl](caf::actor_system& sys) {
+       return caf::actor_cast<caf::actor>(
+         registrar::spawn_registrar(sys, disc, ttl));
+     }},
+    {"lifecycle",
+     [cfg](caf::actor_system& sys) {
+       return caf::actor_cast<caf::actor>(sidecar::spawn_lifecycle(sys, cfg));
+     }},
+  };
 }
 
 } // namespace

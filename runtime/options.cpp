@@ -29,6 +29,11 @@ option_spec make(std::string key, ot type, std::string def, std::string help,
                      hidden};
 }
 
+std::string default_discovery_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  return std::string{tmp && *tmp ? tmp : "/tmp"} + "/outrider/discovery";
+}
+
 std::vector<option_spec> make_specs() {
   return {
     make("role", ot::string, "", "which part to run", "--role sidecar",
@@ -70,6 +75,29 @@ std::vector<option_spec> make_specs() {
     make("engine-endpoint", ot::string, "127.0.0.1:50051",
          "the engine's gRPC address (sidecar)",
          "--engine-endpoint 127.0.0.1:50051"),
+    make("engine-protocol", ot::string, "auto",
+         "the engine's gRPC dialect (auto: OpenEngine, else vLLM)",
+         "--engine-protocol vllm", {"auto", "openengine", "vllm"}),
+    make("data-dir", ot::string, "./outrider-data",
+         "sidecar: where the KV index lives (RocksDB)",
+         "--data-dir /var/lib/outrider"),
+    make("discovery", ot::string, "file", "where workers are registered",
+         "--discovery file", {"file", "memory"}),
+    make("discovery-dir", ot::string, default_discovery_dir(),
+         "the file backend's directory of worker records",
+         "--discovery-dir /run/outrider/discovery"),
+    make("discovery-ttl", ot::duration, "10s",
+         "a record not refreshed for this long is stale",
+         "--discovery-ttl 30s"),
+    make("worker-id", ot::string, "",
+         "this worker's name in discovery (default: host-enginePort)",
+         "--worker-id gpu0-vllm"),
+    make("relay-host", ot::string, "127.0.0.1",
+         "host routers reach this sidecar on (advertised in the record)",
+         "--relay-host 10.0.0.5"),
+    make("relay-port", ot::integer, "9100",
+         "port routers reach this sidecar on (advertised in the record)",
+         "--relay-port 9101", {}, 1, 65535),
     make("engine-startup-deadline", ot::duration, "10m",
          "sidecar: give up if the engine is not SERVING by then",
          "--engine-startup-deadline 15m"),

@@ -7,28 +7,53 @@
 
 #include <caf/all.hpp>
 
+#include "actors/indexer/indexer_actor.hpp"
+#include "actors/sidecar/engine_adapter.hpp"
+#include "actors/sidecar/kv_forwarder.hpp"
 #include "runtime/status.hpp"
+
+namespace zmq {
+class context_t;
+}
 
 namespace outrider::sidecar {
 
 using engine_status_atom = caf::atom_constant<caf::atom("engstatus")>;
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
+using identify_atom = caf::atom_constant<caf::atom("identify")>;
+using retry_atom = caf::atom_constant<caf::atom("retry")>;
 
-/// The sidecar's lifecycle: watches the engine's health and decides when the
-/// sidecar is ready. (Registration, identity and KV forwarding join here.)
-using lifecycle_actor =
-  caf::typed_actor<caf::reacts_to<engine_status_atom, int32_t, std::string>,
-                   caf::reacts_to<deadline_atom>>;
+/// What the engine said about itself, or why it could not.
+struct identity_result {
+  std::string error;
+  engine_info info;
+  std::vector<kv_source> sources;
+};
+
+/// The sidecar's lifecycle (DESIGN.md): follows the engine's health, reads
+/// its identity, keeps or resets the index, runs one KV forwarder per rank,
+/// and registers the worker only while the engine serves and the index has
+/// caught up.
+using lifecycle_actor = caf::typed_actor<
+  caf::reacts_to<engine_status_atom, int32_t, std::string>,
+  caf::reacts_to<deadline_atom>, caf::reacts_to<retry_atom, uint64_t>,
+  caf::reacts_to<caught_up_atom, int32_t>, caf::reacts_to<kv_gap_atom, int32_t>,
+  caf::reacts_to<identity_result, uint64_t>>;
 
 struct lifecycle_config {
   std::string engine_endpoint;
+  std::string engine_protocol = "auto";
   std::chrono::milliseconds startup_deadline{600000};
+  std::string worker_id;
+  std::string relay_endpoint;
   std::shared_ptr<runtime::health_state> health;
-  /// Asks the process to exit with a code and reason (fatal conditions that
-  /// restarting the actor cannot cure, such as a missed startup deadline).
+  std::shared_ptr<zmq::context_t> zmq;
+  /// Asks the process to exit (a missed startup deadline).
   std::function<void(int, const std::string&)> request_exit;
 };
 
 lifecycle_actor spawn_lifecycle(caf::actor_system& sys, lifecycle_config cfg);
 
 } // namespace outrider::sidecar
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(outrider::sidecar::identity_result)

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/e2e/process.hpp"
+#include "tests/e2e/sidecar_process.hpp"
 
 using namespace outrider::test;
 using namespace std::chrono_literals;
@@ -39,24 +40,10 @@ struct sim {
   std::string endpoint() const { return "127.0.0.1:" + port_arg(port); }
 };
 
-struct sidecar {
-  uint16_t port = free_port();
-  child_process proc;
+// The sidecar process of these tests, with its own directories.
+struct sidecar : sidecar_process {
   sidecar(const std::string& engine, std::vector<std::string> extra = {})
-    : proc(make_args(engine, port, std::move(extra))) {}
-  static std::vector<std::string> make_args(const std::string& engine,
-                                            uint16_t port,
-                                            std::vector<std::string> extra) {
-    std::vector<std::string> a{
-      OUTRIDER_BIN, "--role",        "sidecar",      "--engine-endpoint",
-      engine,       "--system-port", port_arg(port), "--scheduler-threads",
-      "2"};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
-  }
-  int get(const std::string& path, std::string* body = nullptr) {
-    return http_get(port, path, body);
-  }
+    : sidecar_process(engine, nullptr, std::move(extra)) {}
 };
 
 std::string run_promtool(const std::string& exposition) {
@@ -99,20 +86,20 @@ TEST_CASE("live before ready, ready follows the engine, 503 from SIGTERM on") {
   CHECK_THAT(lint, Contains("rc=0"));
 
   auto t0 = std::chrono::steady_clock::now();
-  side.proc.signal(SIGTERM);
+  side.proc->signal(SIGTERM);
   // An actor hangs on shutdown: the process stays up until the shutdown
   // timeout, live but not ready.
   CHECK(eventually([&] { return side.get("/ready") == 503; }, 1s));
   CHECK(side.get("/live") == 200);
   side.get("/health", &health);
   CHECK_THAT(health, Contains("shutting_down"));
-  auto code = side.proc.wait(10s);
+  auto code = side.proc->wait(10s);
   REQUIRE(code);
   CHECK(*code == 0);
   auto took = std::chrono::steady_clock::now() - t0;
   CHECK(took >= 1s);
   CHECK(took < 5s);
-  CHECK_THAT(side.proc.output(), Contains("did not finish within 1500 ms"));
+  CHECK_THAT(side.proc->output(), Contains("did not finish within 1500 ms"));
 }
 
 TEST_CASE("a clean SIGTERM exits 0 promptly") {
@@ -120,8 +107,8 @@ TEST_CASE("a clean SIGTERM exits 0 promptly") {
   sidecar side{engine.endpoint()};
   REQUIRE(eventually([&] { return side.get("/ready") == 200; }, 10s));
   auto t0 = std::chrono::steady_clock::now();
-  side.proc.signal(SIGTERM);
-  auto code = side.proc.wait(10s);
+  side.proc->signal(SIGTERM);
+  auto code = side.proc->wait(10s);
   REQUIRE(code);
   CHECK(*code == 0);
   CHECK(std::chrono::steady_clock::now() - t0 < 3s);
@@ -141,10 +128,12 @@ TEST_CASE("readiness drops when the engine dies and returns with it") {
 }
 
 TEST_CASE("an engine that never serves ends the sidecar at the deadline") {
-  auto [code, out] =
-    run_outrider({"--role", "sidecar", "--engine-endpoint",
-                  "127.0.0.1:" + port_arg(free_port()), "--system-port",
-                  port_arg(free_port()), "--engine-startup-deadline", "500ms"});
+  sidecar_dirs dirs;
+  auto [code, out] = run_outrider(
+    {"--role", "sidecar", "--engine-endpoint",
+     "127.0.0.1:" + port_arg(free_port()), "--system-port",
+     port_arg(free_port()), "--engine-startup-deadline", "500ms", "--data-dir",
+     dirs.data.str(), "--discovery-dir", dirs.discovery.str()});
   CHECK(code == 1);
   CHECK_THAT(out, Contains("engine startup deadline exceeded"));
 }
@@ -206,10 +195,12 @@ TEST_CASE("help explains every option") {
 }
 
 TEST_CASE("json log format writes one JSON object per line") {
+  sidecar_dirs dirs;
   auto [code, out] = run_outrider(
     {"--role", "sidecar", "--log-format", "json", "--engine-endpoint",
      "127.0.0.1:" + port_arg(free_port()), "--system-port",
-     port_arg(free_port()), "--engine-startup-deadline", "300ms"});
+     port_arg(free_port()), "--engine-startup-deadline", "300ms", "--data-dir",
+     dirs.data.str(), "--discovery-dir", dirs.discovery.str()});
   CHECK(code == 1);
   std::istringstream lines{out};
   std::string line;

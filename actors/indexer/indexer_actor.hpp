@@ -1,0 +1,69 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/indexer/local_index.hpp"
+#include "cluster/kv_event.hpp"
+
+namespace outrider::indexer {
+
+/// One batch of a rank's KV events, in sequence.
+struct kv_batch {
+  int rank = 0;
+  uint64_t seq = 0;
+  std::vector<kv::kv_event> events;
+};
+
+/// Receives everything the indexer applied, in order (the event plane to
+/// routers). Called on the indexer's thread; must not block.
+class kv_listener {
+public:
+  virtual ~kv_listener() = default;
+  virtual void on_batch(const kv_batch& b) = 0;
+};
+
+using apply_atom = caf::atom_constant<caf::atom("apply")>;
+using resync_atom = caf::atom_constant<caf::atom("resync")>;
+using instance_atom = caf::atom_constant<caf::atom("instance")>;
+using next_seq_atom = caf::atom_constant<caf::atom("nextseq")>;
+using reset_rank_atom = caf::atom_constant<caf::atom("resetrank")>;
+using blocks_atom = caf::atom_constant<caf::atom("blocks")>;
+using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
+
+/// The sidecar's durable KV index.
+/// - `(apply, batch)`: applies a batch if it is the rank's next sequence
+///   (written to RocksDB first, then to the listener); otherwise answers the
+///   sender `(resync, rank, expected_seq)`.
+/// - `(instance, id)`: true when `id` is the instance the index belongs to;
+///   otherwise the index is reset for it (listener told: all cleared).
+/// - `(nextseq, rank)`: the next sequence number the rank expects.
+/// - `(resetrank, rank, next_seq)`: forgets a rank (history lost).
+/// - `(blocks)`: total indexed blocks.
+using indexer_actor = caf::typed_actor<
+  caf::reacts_to<apply_atom, std::shared_ptr<const kv_batch>>,
+  caf::replies_to<instance_atom, std::string>::with<bool>,
+  caf::replies_to<next_seq_atom, int32_t>::with<uint64_t>,
+  caf::reacts_to<reset_rank_atom, int32_t, uint64_t>,
+  caf::replies_to<blocks_atom>::with<uint64_t>>;
+
+struct indexer_config {
+  std::string data_dir;
+  uint32_t block_size = 0; // for snapshots; 0 until the engine says
+  std::shared_ptr<kv_listener> listener; // may be null
+};
+
+/// Spawns the indexer; it registers itself as "indexer" in the actor
+/// registry. Fails (exits with an error) when the store cannot be opened.
+indexer_actor spawn_indexer(caf::actor_system& sys, indexer_config cfg);
+
+/// The current indexer, looked up in the registry (null while restarting).
+indexer_actor current_indexer(caf::actor_system& sys);
+
+} // namespace outrider::indexer
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const outrider::indexer::kv_batch>)

@@ -1,0 +1,102 @@
+#include "actors/registrar/registrar.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "runtime/metrics.hpp"
+
+namespace outrider::registrar {
+
+namespace {
+
+struct registrar_state {
+  registrar_state() = default;
+  ~registrar_state() {
+    // Stopping withdraws the record: a clean shutdown never leaves it to
+    // expire.
+    if (disc && registered) {
+      disc->remove(record.worker_id);
+      spdlog::info("registrar: withdrew {} on stop", record.worker_id);
+    }
+    if (gauge)
+      gauge->set(0);
+    if (sys)
+      sys->registry().erase(caf::atom("registrar"));
+  }
+  caf::actor_system* sys = nullptr;
+  std::shared_ptr<cluster::discovery> disc;
+  std::chrono::milliseconds ttl{10000};
+  cluster::worker_record record;
+  bool registered = false;
+  uint64_t generation = 0; // invalidates keep-alive timers
+  runtime::gauge* gauge = nullptr;
+  static inline const char* name = "registrar";
+};
+
+using self_ptr = registrar_actor::stateful_pointer<registrar_state>;
+
+registrar_actor::behavior_type registrar(self_ptr self,
+                                         std::shared_ptr<cluster::discovery> d,
+                                         std::chrono::milliseconds ttl) {
+  auto& st = self->state;
+  st.sys = &self->system();
+  st.disc = std::move(d);
+  st.ttl = ttl;
+  st.gauge = &runtime::global_metrics().get_gauge(
+    "outrider_registered", "1 while this worker's record is published");
+  self->system().registry().put(caf::atom("registrar"),
+                                caf::actor_cast<caf::strong_actor_ptr>(self));
+  return {
+    [=](register_atom, const cluster::worker_record& r) {
+      auto& st = self->state;
+      if (auto err = st.disc->put(r); !err.empty()) {
+        spdlog::error("registrar: {}", err);
+        return;
+      }
+      st.record = r;
+      st.registered = true;
+      st.gauge->set(1);
+      spdlog::info("registrar: registered {} (engine instance {})",
+                   r.worker_id, r.instance_id);
+      self->delayed_send(self, st.ttl / 3, keepalive_atom::value,
+                         ++st.generation);
+    },
+    [=](deregister_atom) {
+      auto& st = self->state;
+      ++st.generation;
+      if (!st.registered)
+        return;
+      st.registered = false;
+      st.gauge->set(0);
+      if (auto err = st.disc->remove(st.record.worker_id); !err.empty())
+        spdlog::error("registrar: {}", err);
+      spdlog::info("registrar: deregistered {}", st.record.worker_id);
+    },
+    [=](keepalive_atom, uint64_t gen) {
+      auto& st = self->state;
+      if (gen != st.generation || !st.registered)
+        return;
+      if (auto err = st.disc->keep_alive(st.record.worker_id); !err.empty()) {
+        // The record vanished (e.g. removed as stale): write it again.
+        spdlog::warn("registrar: {}; publishing again", err);
+        st.disc->put(st.record);
+      }
+      self->delayed_send(self, st.ttl / 3, keepalive_atom::value, gen);
+    },
+    [=](registered_atom) { return self->state.registered; },
+  };
+}
+
+} // namespace
+
+registrar_actor spawn_registrar(caf::actor_system& sys,
+                                std::shared_ptr<cluster::discovery> disc,
+                                std::chrono::milliseconds ttl) {
+  return sys.spawn(registrar, std::move(disc), ttl);
+}
+
+registrar_actor current_registrar(caf::actor_system& sys) {
+  return caf::actor_cast<registrar_actor>(
+    sys.registry().get(caf::atom("registrar")));
+}
+
+} // namespace outrider::registrar

@@ -1,0 +1,233 @@
+#include "actors/sidecar/engine_adapter.hpp"
+
+#include <chrono>
+
+#include <grpcpp/grpcpp.h>
+
+#include "openengine.grpc.pb.h"
+#include "vllm.grpc.pb.h"
+
+namespace outrider::sidecar {
+
+namespace {
+
+namespace oe = openengine::v1;
+
+void deadline(grpc::ClientContext& ctx) {
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds{5});
+}
+
+std::string describe(const grpc::Status& s) {
+  return "gRPC " + std::to_string(static_cast<int>(s.error_code())) + ": "
+         + s.error_message();
+}
+
+std::string host_of(const std::string& endpoint) {
+  auto colon = endpoint.rfind(':');
+  return colon == std::string::npos ? endpoint : endpoint.substr(0, colon);
+}
+
+class vllm_adapter final : public engine_adapter {
+public:
+  explicit vllm_adapter(std::shared_ptr<grpc::Channel> ch, std::string host)
+    : control_(vllm::Control::NewStub(ch)), host_(std::move(host)) {
+  }
+
+  std::string server_info(engine_info& out) override {
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    vllm::GetServerInfoRequest req;
+    vllm::ServerInfo info;
+    if (auto st = control_->GetServerInfo(&ctx, req, &info); !st.ok())
+      return describe(st);
+    grpc::ClientContext mctx;
+    deadline(mctx);
+    vllm::GetModelInfoRequest mreq;
+    vllm::ModelInfo model;
+    if (auto st = control_->GetModelInfo(&mctx, mreq, &model); !st.ok())
+      return describe(st);
+    out.instance_id = info.instance_id();
+    out.model = model.served_model_name();
+    out.kv_block_size = info.kv_block_size();
+    out.total_kv_blocks = info.total_kv_blocks();
+    out.data_parallel_size = std::max(1u,
+                                      info.parallelism().data_parallel_size());
+    out.protocol = "vllm";
+    if (out.instance_id.empty())
+      return "the engine reported no instance_id";
+    return {};
+  }
+
+  std::string kv_sources(std::vector<kv_source>& out) override {
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    vllm::GetKvEventSourcesRequest req;
+    vllm::GetKvEventSourcesResponse resp;
+    if (auto st = control_->GetKvEventSources(&ctx, req, &resp); !st.ok())
+      return describe(st);
+    for (const auto& s : resp.sources()) {
+      if (s.transport() != "zmq" || s.encoding() != "msgpack")
+        return "unsupported KV event source: " + s.transport() + "/"
+               + s.encoding();
+      kv_source k;
+      k.rank = s.has_data_parallel_rank()
+                 ? static_cast<int>(s.data_parallel_rank())
+                 : 0;
+      k.endpoint = connectable(s.endpoint(), host_);
+      if (!s.replay_endpoint().empty())
+        k.replay_endpoint = connectable(s.replay_endpoint(), host_);
+      k.topic = s.topic();
+      out.push_back(std::move(k));
+    }
+    return {};
+  }
+
+  std::string abort(const std::string& id) override {
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    vllm::AbortRequest req;
+    req.add_request_ids(id);
+    vllm::AbortResponse resp;
+    auto st = control_->Abort(&ctx, req, &resp);
+    return st.ok() ? std::string{} : describe(st);
+  }
+
+private:
+  std::unique_ptr<vllm::Control::Stub> control_;
+  std::string host_;
+};
+
+class openengine_adapter final : public engine_adapter {
+public:
+  explicit openengine_adapter(std::shared_ptr<grpc::Channel> ch)
+    : control_(oe::Control::NewStub(ch)) {
+  }
+
+  grpc::Status info(engine_info& out) {
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    oe::GetServerInfoRequest req;
+    oe::ServerInfo info;
+    auto st = control_->GetServerInfo(&ctx, req, &info);
+    if (!st.ok())
+      return st;
+    out.instance_id = info.instance_id();
+    out.model = info.supported_models_size() > 0 ? info.supported_models(0)
+                                                 : std::string{};
+    out.role = info.engine_role() == oe::ENGINE_ROLE_PREFILL  ? "prefill"
+               : info.engine_role() == oe::ENGINE_ROLE_DECODE ? "decode"
+                                                              : "aggregated";
+    out.kv_block_size = info.capacity().kv_block_size();
+    out.total_kv_blocks = info.capacity().total_kv_blocks();
+    out.data_parallel_size = std::max(1u,
+                                      info.parallelism().data_parallel_size());
+    out.protocol = "openengine";
+    return st;
+  }
+
+  std::string server_info(engine_info& out) override {
+    if (auto st = info(out); !st.ok())
+      return describe(st);
+    if (out.instance_id.empty())
+      return "the engine reported no instance_id";
+    return {};
+  }
+
+  std::string kv_sources(std::vector<kv_source>& out) override {
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    oe::GetKvEventSourcesRequest req;
+    oe::GetKvEventSourcesResponse resp;
+    if (auto st = control_->GetKvEventSources(&ctx, req, &resp); !st.ok())
+      return describe(st);
+    for (const auto& s : resp.sources()) {
+      if (s.transport() != "zmq" || s.encoding() != "msgpack")
+        return "unsupported KV event source: " + s.transport() + "/"
+               + s.encoding();
+      kv_source k;
+      k.rank = static_cast<int>(s.data_parallel_rank());
+      k.endpoint = "tcp://" + s.endpoint_addr().host() + ":"
+                   + std::to_string(s.endpoint_addr().port());
+      if (s.has_replay_endpoint())
+        k.replay_endpoint = "tcp://" + s.replay_endpoint().host() + ":"
+                            + std::to_string(s.replay_endpoint().port());
+      k.topic = s.topic();
+      out.push_back(std::move(k));
+    }
+    return {};
+  }
+
+  std::string abort(const std::string& id) override {
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    oe::AbortRequest req;
+    req.set_request_id(id);
+    oe::AbortResponse resp;
+    auto st = control_->Abort(&ctx, req, &resp);
+    return st.ok() ? std::string{} : describe(st);
+  }
+
+private:
+  std::unique_ptr<oe::Control::Stub> control_;
+};
+
+// Tries OpenEngine first and settles on whichever protocol answers.
+class auto_adapter final : public engine_adapter {
+public:
+  auto_adapter(std::shared_ptr<grpc::Channel> ch, std::string host)
+    : oe_(ch), vllm_(ch, std::move(host)) {
+  }
+
+  std::string server_info(engine_info& out) override {
+    if (!chosen_) {
+      auto st = oe_.info(out);
+      if (st.ok()) {
+        chosen_ = &oe_;
+        return out.instance_id.empty() ? "the engine reported no instance_id"
+                                       : std::string{};
+      }
+      if (st.error_code() != grpc::StatusCode::UNIMPLEMENTED)
+        return describe(st);
+      chosen_ = &vllm_;
+    }
+    return chosen_->server_info(out);
+  }
+
+  std::string kv_sources(std::vector<kv_source>& out) override {
+    return chosen_ ? chosen_->kv_sources(out)
+                   : "the engine's protocol is not known yet";
+  }
+
+  std::string abort(const std::string& id) override {
+    return chosen_ ? chosen_->abort(id)
+                   : "the engine's protocol is not known yet";
+  }
+
+private:
+  openengine_adapter oe_;
+  vllm_adapter vllm_;
+  engine_adapter* chosen_ = nullptr;
+};
+
+} // namespace
+
+std::string connectable(const std::string& endpoint,
+                        const std::string& engine_host) {
+  for (const std::string wildcard : {"tcp://*:", "tcp://0.0.0.0:"})
+    if (endpoint.rfind(wildcard, 0) == 0)
+      return "tcp://" + engine_host + ":" + endpoint.substr(wildcard.size());
+  return endpoint;
+}
+
+std::unique_ptr<engine_adapter>
+make_engine_adapter(const std::string& protocol, const std::string& endpoint) {
+  auto ch = grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
+  auto host = host_of(endpoint);
+  if (protocol == "openengine")
+    return std::make_unique<openengine_adapter>(ch);
+  if (protocol == "vllm")
+    return std::make_unique<vllm_adapter>(ch, host);
+  return std::make_unique<auto_adapter>(ch, host);
+}
+
+} // namespace outrider::sidecar

@@ -1,0 +1,278 @@
+#include "actors/sidecar/kv_forwarder.hpp"
+
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "actors/sidecar/kv_decoder.hpp"
+#include "runtime/metrics.hpp"
+
+namespace outrider::sidecar {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+uint64_t be64(const void* p) {
+  auto* b = static_cast<const unsigned char*>(p);
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i)
+    v = (v << 8) | b[i];
+  return v;
+}
+
+std::string to_be64(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 7; i >= 0; --i, v >>= 8)
+    s[static_cast<size_t>(i)] = static_cast<char>(v & 0xff);
+  return s;
+}
+
+struct replay_result {
+  bool ok = false;
+  std::vector<std::pair<uint64_t, std::string>> batches;
+};
+
+struct forwarder_state {
+  forwarder_state() = default;
+  forwarder_config cfg;
+  std::unique_ptr<zmq::socket_t> sub;
+  uint64_t next = 0;
+  bool caught_up = false;
+  clock_type::time_point last_log{};
+  static inline const char* name = "kv_forwarder";
+
+  runtime::counter& counter(const char* name, const char* help,
+                            runtime::label_set labels = {}) {
+    labels.emplace_back("rank", std::to_string(cfg.source.rank));
+    return runtime::global_metrics().get_counter(name, help, labels);
+  }
+
+  void reject(const std::string& reason, const std::string& detail) {
+    counter("outrider_kv_events_rejected_total",
+            "KV frames or events rejected, by reason", {{"reason", reason}})
+      .inc();
+    // Logged at most once a second: bad input must not flood the log.
+    auto now = clock_type::now();
+    if (now - last_log > std::chrono::seconds{1}) {
+      last_log = now;
+      spdlog::warn("kv_forwarder[{}]: rejected ({}): {}", cfg.source.rank,
+                   reason, detail);
+    }
+  }
+};
+
+using self_ptr = kv_forwarder_actor::stateful_pointer<forwarder_state>;
+
+replay_result replay(self_ptr self, uint64_t from) {
+  auto& st = self->state;
+  replay_result out;
+  if (st.cfg.source.replay_endpoint.empty())
+    return out;
+  st.counter("outrider_kv_replay_requests_total",
+             "Replays asked of the engine")
+    .inc();
+  try {
+    zmq::socket_t dealer{*st.cfg.zmq, zmq::socket_type::dealer};
+    dealer.set(zmq::sockopt::rcvtimeo, 2000);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.connect(st.cfg.source.replay_endpoint);
+    dealer.send(zmq::message_t{}, zmq::send_flags::sndmore);
+    dealer.send(zmq::buffer(to_be64(from)), zmq::send_flags::none);
+    // Bounded: an engine keeps at most buffer_steps batches.
+    for (size_t i = 0; i < 10'000'000; ++i) {
+      std::vector<zmq::message_t> frames;
+      for (int k = 0; k < 8; ++k) {
+        zmq::message_t m;
+        if (!dealer.recv(m))
+          return out; // timed out: no answer
+        bool more = m.more();
+        frames.push_back(std::move(m));
+        if (!more)
+          break;
+      }
+      // ["", topic, seq, payload] or ["", seq, payload]
+      if ((frames.size() != 4 && frames.size() != 3) || frames[0].size() != 0
+          || frames[frames.size() - 2].size() != 8) {
+        st.reject("malformed_replay_frame",
+                  std::to_string(frames.size()) + " frames");
+        continue;
+      }
+      auto seq = be64(frames[frames.size() - 2].data());
+      if (seq == UINT64_MAX) {
+        out.ok = true;
+        return out;
+      }
+      out.batches.emplace_back(seq, frames.back().to_string());
+    }
+  } catch (const zmq::error_t& e) {
+    spdlog::warn("kv_forwarder[{}]: replay failed: {}", st.cfg.source.rank,
+                 e.what());
+  }
+  return out;
+}
+
+void apply(self_ptr self, uint64_t seq, const std::string& payload) {
+  auto& st = self->state;
+  auto b = std::make_shared<indexer::kv_batch>();
+  b->rank = st.cfg.source.rank;
+  b->seq = seq;
+  auto r = decode_kv_batch(payload.data(), payload.size());
+  if (!r.ok) {
+    // The sequence still advances: an empty batch keeps the index in step.
+    st.reject(to_string(r.error), r.detail);
+  } else {
+    for (auto why : r.batch.rejected)
+      st.reject(to_string(why), "event left out");
+    b->events = std::move(r.batch.events);
+  }
+  st.counter("outrider_kv_batches_received_total",
+             "KV event batches received from the engine")
+    .inc();
+  if (auto idx = indexer::current_indexer(self->system()))
+    self->send(idx, indexer::apply_atom::value,
+               std::shared_ptr<const indexer::kv_batch>{std::move(b)});
+  st.next = seq + 1;
+}
+
+// Replays from `next`; handles history the engine no longer has.
+void catch_up(self_ptr self, uint64_t upto_hint) {
+  auto& st = self->state;
+  auto r = replay(self, st.next);
+  if (!r.ok) {
+    if (upto_hint > st.next)
+      spdlog::warn("kv_forwarder[{}]: no replay answer; events {}..{} "
+                   "missing",
+                   st.cfg.source.rank, st.next, upto_hint - 1);
+    return;
+  }
+  bool lost = (!r.batches.empty() && r.batches.front().first > st.next)
+              || (r.batches.empty() && upto_hint > st.next);
+  if (lost) {
+    auto resume = r.batches.empty() ? upto_hint : r.batches.front().first;
+    st.counter("outrider_kv_gaps_unrecoverable_total",
+               "Gaps the engine's replay buffer could not cover")
+      .inc();
+    spdlog::warn("kv_forwarder[{}]: history {}..{} is gone; resetting the "
+                 "rank",
+                 st.cfg.source.rank, st.next, resume - 1);
+    if (auto idx = indexer::current_indexer(self->system()))
+      self->send(idx, indexer::reset_rank_atom::value,
+                 int32_t{st.cfg.source.rank}, resume);
+    caf::anon_send(st.cfg.parent, kv_gap_atom::value,
+                   int32_t{st.cfg.source.rank});
+    st.next = resume;
+  }
+  for (const auto& [seq, payload] : r.batches)
+    if (seq == st.next)
+      apply(self, seq, payload);
+}
+
+void poll_once(self_ptr self) {
+  auto& st = self->state;
+  if (!st.caught_up) {
+    catch_up(self, 0);
+    st.caught_up = true;
+    caf::anon_send(st.cfg.parent, caught_up_atom::value,
+                   int32_t{st.cfg.source.rank});
+  }
+  zmq::pollitem_t item{st.sub->handle(), 0, ZMQ_POLLIN, 0};
+  zmq::poll(&item, 1, std::chrono::milliseconds{20});
+  // Bounded per poll so that exit messages are seen.
+  for (int n = 0; n < 4096; ++n) {
+    std::vector<zmq::message_t> frames;
+    zmq::message_t first;
+    if (!st.sub->recv(first, zmq::recv_flags::dontwait))
+      return;
+    bool more = first.more();
+    frames.push_back(std::move(first));
+    while (more && frames.size() < 8) {
+      zmq::message_t m;
+      if (!st.sub->recv(m))
+        break;
+      more = m.more();
+      frames.push_back(std::move(m));
+    }
+    while (more) { // drain an oversized message
+      zmq::message_t m;
+      if (!st.sub->recv(m))
+        break;
+      more = m.more();
+    }
+    if (frames.size() != 3 || frames[1].size() != 8) {
+      st.reject("malformed_frame", std::to_string(frames.size())
+                                     + " frames, sequence of "
+                                     + std::to_string(frames.size() > 1
+                                                        ? frames[1].size()
+                                                        : 0)
+                                     + " bytes");
+      continue;
+    }
+    auto seq = be64(frames[1].data());
+    if (seq < st.next) {
+      st.counter("outrider_kv_duplicates_total",
+                 "Live batches already applied (after a replay)")
+        .inc();
+      continue;
+    }
+    if (seq > st.next) {
+      st.counter("outrider_kv_gaps_total", "Sequence gaps in the live stream")
+        .inc();
+      catch_up(self, seq);
+    }
+    if (seq == st.next)
+      apply(self, seq, frames[2].to_string());
+    else if (seq > st.next)
+      st.reject("sequence_ahead", "sequence " + std::to_string(seq)
+                                    + " beyond the engine's history");
+  }
+}
+
+kv_forwarder_actor::behavior_type forwarder(self_ptr self,
+                                            forwarder_config cfg) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.next = st.cfg.next_seq;
+  st.sub = std::make_unique<zmq::socket_t>(*st.cfg.zmq, zmq::socket_type::sub);
+  st.sub->set(zmq::sockopt::subscribe, st.cfg.source.topic);
+  st.sub->set(zmq::sockopt::linger, 0);
+  st.sub->set(zmq::sockopt::rcvhwm, 100000);
+  st.sub->connect(st.cfg.source.endpoint);
+  spdlog::info("kv_forwarder[{}]: {} (replay {}), from sequence {}",
+               st.cfg.source.rank, st.cfg.source.endpoint,
+               st.cfg.source.replay_endpoint.empty()
+                 ? "none"
+                 : st.cfg.source.replay_endpoint,
+               st.next);
+  self->send(self, poll_atom::value);
+  return {
+    [=](poll_atom) {
+      try {
+        poll_once(self);
+      } catch (const zmq::error_t& e) {
+        spdlog::warn("kv_forwarder[{}]: {}", self->state.cfg.source.rank,
+                     e.what());
+      }
+      self->send(self, poll_atom::value);
+    },
+    [=](indexer::resync_atom, int32_t, uint64_t expected) {
+      auto& st = self->state;
+      if (expected == st.next)
+        return;
+      spdlog::info("kv_forwarder[{}]: indexer expects {}, I am at {}",
+                   st.cfg.source.rank, expected, st.next);
+      st.next = expected;
+      catch_up(self, 0);
+    },
+  };
+}
+
+} // namespace
+
+kv_forwarder_actor spawn_kv_forwarder(caf::actor_system& sys,
+                                      forwarder_config cfg) {
+  return sys.spawn<caf::detached>(forwarder, std::move(cfg));
+}
+
+} // namespace outrider::sidecar

@@ -1,0 +1,43 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "actors/indexer/indexer_actor.hpp"
+#include "actors/sidecar/engine_adapter.hpp"
+
+namespace zmq {
+class context_t;
+}
+
+namespace outrider::sidecar {
+
+using poll_atom = caf::atom_constant<caf::atom("poll")>;
+using caught_up_atom = caf::atom_constant<caf::atom("caughtup")>;
+using kv_gap_atom = caf::atom_constant<caf::atom("kvgap")>;
+
+/// One rank's KV forwarder: a ZMQ SUB on the engine's live socket and a
+/// DEALER for replays. It replays from the index's next sequence first,
+/// then follows the live stream, replaying whatever a gap skipped; history
+/// the engine no longer has resets the rank. Decoded batches go to the
+/// indexer in sequence. Runs detached (its sockets belong to its thread).
+/// Tells `parent` `(caughtup, rank)` after the first replay and
+/// `(kvgap, rank)` when history was lost.
+using kv_forwarder_actor = caf::typed_actor<
+  caf::reacts_to<poll_atom>,
+  caf::reacts_to<indexer::resync_atom, int32_t, uint64_t>>;
+
+struct forwarder_config {
+  kv_source source;
+  uint64_t next_seq = 0;
+  caf::actor parent;
+  std::shared_ptr<zmq::context_t> zmq;
+};
+
+kv_forwarder_actor spawn_kv_forwarder(caf::actor_system& sys,
+                                      forwarder_config cfg);
+
+} // namespace outrider::sidecar
