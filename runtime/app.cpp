@@ -83,7 +83,7 @@ int run_process(const options& opts, const role_builder& build) {
   int code = 0;
   {
     caf::actor_system sys{cfg};
-    role_context ctx{opts, sys, health, control};
+    role_context ctx{opts, sys, health, control, status};
     auto children = build(ctx);
     if (opts.get_bool("debug-hang-on-shutdown"))
       children.push_back({"debug-hang", [](caf::actor_system& s) {

@@ -33,6 +33,7 @@ struct role_context {
   caf::actor_system& sys;
   std::shared_ptr<health_state> health;
   std::shared_ptr<process_control> control;
+  status_server& status; // for role-specific routes
 };
 
 /// Returns the children of the root supervisor for one role.

@@ -1,11 +1,9 @@
 // The outrider binary: parses options and runs one role.
 #include <cstdio>
+#include <unistd.h>
+#include <zmq.hpp>
 
 #include <spdlog/spdlog.h>
-
-#include <unistd.h>
-
-#include <zmq.hpp>
 
 #include "actors/indexer/indexer_actor.hpp"
 #include "actors/registrar/registrar.hpp"
@@ -25,8 +23,8 @@ std::string default_worker_id(const runtime::options& opts) {
   auto port = ep.substr(ep.rfind(':') + 1);
   std::string id = std::string{host} + "-" + port;
   for (auto& c : id)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_'
-        && c != '.')
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' &&
+        c != '.')
       c = '_';
   return id;
 }
@@ -46,11 +44,10 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
   cfg.engine_endpoint = o.get_string("engine-endpoint");
   cfg.engine_protocol = o.get_string("engine-protocol");
   cfg.startup_deadline = o.get_duration("engine-startup-deadline");
-  cfg.worker_id = o.get_string("worker-id").empty()
-                    ? default_worker_id(o)
-                    : o.get_string("worker-id");
-  cfg.relay_endpoint = o.get_string("relay-host") + ":"
-                       + std::to_string(o.get_int("relay-port"));
+  cfg.worker_id = o.get_string("worker-id").empty() ? default_worker_id(o)
+                                                    : o.get_string("worker-id");
+  cfg.relay_endpoint =
+    o.get_string("relay-host") + ":" + std::to_string(o.get_int("relay-port"));
   cfg.health = ctx.health;
   cfg.zmq = zmq_ctx;
   auto control = ctx.control;
@@ -58,6 +55,28 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
     control->request_exit(code, why);
   };
   auto ttl = o.get_duration("discovery-ttl");
+  auto* sys = &ctx.sys;
+  ctx.status.add_route("/debug/index", [sys](const runtime::http_request&) {
+    runtime::http_response r;
+    r.content_type = "application/json";
+    auto idx = indexer::current_indexer(*sys);
+    if (!idx) {
+      r.status = 503;
+      r.body = "{\"error\":\"the indexer is restarting\"}\n";
+      return r;
+    }
+    caf::scoped_actor self{*sys};
+    r.status = 504;
+    r.body = "{\"error\":\"the indexer did not answer\"}\n";
+    self->request(idx, std::chrono::seconds{1}, indexer::snapshot_atom::value)
+      .receive(
+        [&](const std::string& json) {
+          r.status = 200;
+          r.body = json + "\n";
+        },
+        [&](caf::error&) {});
+    return r;
+  });
   return {
     {"indexer",
      [icfg](caf::actor_system& sys) {

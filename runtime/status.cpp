@@ -48,11 +48,24 @@ std::string status_server::start(const std::string& host, uint16_t port) {
   return http_.start(host, port);
 }
 
+void status_server::add_route(
+  const std::string& path,
+  std::function<http_response(const http_request&)> h) {
+  std::lock_guard<std::mutex> guard{routes_mtx_};
+  routes_[path] = std::move(h);
+}
+
 http_response status_server::handle(const http_request& req) {
   requests_.inc();
   http_response r;
+  std::function<http_response(const http_request&)> extra;
+  {
+    std::lock_guard<std::mutex> guard{routes_mtx_};
+    if (auto i = routes_.find(req.path); i != routes_.end())
+      extra = i->second;
+  }
   auto known = req.path == "/live" || req.path == "/ready" ||
-               req.path == "/health" || req.path == "/metrics";
+               req.path == "/health" || req.path == "/metrics" || extra;
   if (!known) {
     r.status = 404;
     r.content_type = "application/json";
@@ -69,6 +82,8 @@ http_response status_server::handle(const http_request& req) {
              "\n";
     return r;
   }
+  if (extra)
+    return extra(req);
   if (req.path == "/live") {
     r.body = "live\n";
   } else if (req.path == "/ready") {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,6 +55,11 @@ class status_server {
   uint16_t port() const { return http_.port(); }
   void stop() { http_.stop(); }
 
+  /// Serves `path` with `h` as well (any time, from any thread). The
+  /// handler runs on the server's thread and must answer within a second.
+  void add_route(const std::string& path,
+                 std::function<http_response(const http_request&)> h);
+
   /// Routes one request; public for unit tests.
   http_response handle(const http_request& req);
 
@@ -61,6 +67,9 @@ class status_server {
   std::shared_ptr<health_state> health_;
   metrics_registry& metrics_;
   counter& requests_;
+  std::mutex routes_mtx_;
+  std::map<std::string, std::function<http_response(const http_request&)>>
+    routes_; // guarded by routes_mtx_
   http_server http_;
 };
 

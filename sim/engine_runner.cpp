@@ -185,6 +185,18 @@ void engine_runner::reset_prefix_cache() {
   cv_.notify_all();
 }
 
+void engine_runner::inject_payload(std::string payload) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  ++next_seq_; // keeps SubscribeKvEvents numbering in step with ZMQ
+  if (pub_)
+    pub_->publish(std::move(payload));
+}
+
+void engine_runner::inject_frames(std::vector<std::string> frames) {
+  if (pub_)
+    pub_->publish_frames(std::move(frames));
+}
+
 std::vector<cached_block> engine_runner::cache_snapshot() const {
   std::lock_guard<std::mutex> guard{mtx_};
   return core_.cache_snapshot();

@@ -72,6 +72,10 @@ class engine_runner {
   /// Paused: no steps run; queued requests wait.
   void set_paused(bool paused);
   void reset_prefix_cache();
+  /// Publishes `payload` as the next batch, whatever it holds (tests).
+  void inject_payload(std::string payload);
+  /// Publishes raw frames outside the sequence (tests).
+  void inject_frames(std::vector<std::string> frames);
   std::vector<cached_block> cache_snapshot() const;
   engine_load load() const;
   bool idle() const;

@@ -80,6 +80,15 @@ void kv_publisher::publish(std::string payload) {
   [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof(one));
 }
 
+void kv_publisher::publish_frames(std::vector<std::string> frames) {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    raw_.push_back(std::move(frames));
+  }
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof(one));
+}
+
 void kv_publisher::run() {
   zmq::pollitem_t items[] = {
     {nullptr, wake_fd_, ZMQ_POLLIN, 0},
@@ -97,10 +106,17 @@ void kv_publisher::run() {
       [[maybe_unused]] auto n = read(wake_fd_, &count, sizeof(count));
     }
     std::deque<std::pair<uint64_t, std::string>> batch;
+    std::deque<std::vector<std::string>> raw;
     {
       std::lock_guard<std::mutex> guard{mtx_};
       batch.swap(queue_);
+      raw.swap(raw_);
     }
+    for (auto& frames : raw)
+      for (size_t i = 0; i < frames.size(); ++i)
+        pub_.send(zmq::buffer(frames[i]), i + 1 < frames.size()
+                                            ? zmq::send_flags::sndmore
+                                            : zmq::send_flags::none);
     for (auto& [seq, payload] : batch) {
       pub_.send(zmq::buffer(cfg_.topic), zmq::send_flags::sndmore);
       pub_.send(zmq::buffer(be64(seq)), zmq::send_flags::sndmore);

@@ -42,6 +42,10 @@ class kv_publisher {
   /// Assigns the next sequence number to `payload` and sends it.
   void publish(std::string payload);
 
+  /// Sends raw frames as one message, outside the sequence (tests of
+  /// consumers' handling of broken input).
+  void publish_frames(std::vector<std::string> frames);
+
   uint64_t published() const { return next_seq_.load(); }
   uint64_t malformed_replay_requests() const { return bad_requests_.load(); }
 
@@ -56,6 +60,7 @@ class kv_publisher {
   std::string error_;
   std::mutex mtx_;
   std::deque<std::pair<uint64_t, std::string>> queue_;  // guarded by mtx_
+  std::deque<std::vector<std::string>> raw_;            // guarded by mtx_
   std::deque<std::pair<uint64_t, std::string>> buffer_; // publisher thread
   std::atomic<uint64_t> next_seq_{0};
   std::atomic<uint64_t> bad_requests_{0};

@@ -31,6 +31,40 @@ runtime::http_response debug_route(sim_engine& e,
     r.body = "{\"ok\":true}\n";
     return r;
   }
+  if (req.path == "/debug/kv_inject" && req.method == "POST") {
+    // {"rank": 0, "payload_hex": "..."} or {"rank": 0, "frames_hex": [...]}
+    auto doc = nlohmann::json::parse(req.body, nullptr, false);
+    auto rank = doc.is_object() ? doc.value("rank", 0) : -1;
+    if (rank < 0 || rank >= e.ranks()) {
+      r.status = 400;
+      r.body = "{\"error\":\"need a JSON object with a valid rank\"}\n";
+      return r;
+    }
+    auto unhex = [](const std::string& h) {
+      std::string out;
+      for (size_t i = 0; i + 1 < h.size(); i += 2)
+        out.push_back(
+          static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
+      return out;
+    };
+    try {
+      if (doc.contains("payload_hex")) {
+        e.runner(rank).inject_payload(
+          unhex(doc["payload_hex"].get<std::string>()));
+      } else {
+        std::vector<std::string> frames;
+        for (const auto& f : doc.at("frames_hex"))
+          frames.push_back(unhex(f.get<std::string>()));
+        e.runner(rank).inject_frames(std::move(frames));
+      }
+    } catch (const std::exception& ex) {
+      r.status = 400;
+      r.body = nlohmann::json{{"error", ex.what()}}.dump() + "\n";
+      return r;
+    }
+    r.body = "{\"ok\":true}\n";
+    return r;
+  }
   if (req.method != "GET") {
     r.status = 405;
     r.body = "{\"error\":\"use GET\"}\n";

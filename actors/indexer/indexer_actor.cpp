@@ -1,5 +1,6 @@
 #include "actors/indexer/indexer_actor.hpp"
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "actors/indexer/index_store.hpp"
@@ -149,6 +150,23 @@ indexer_actor::behavior_type behavior(self_ptr self) {
     },
     [=](blocks_atom) {
       return static_cast<uint64_t>(self->state.index.total_blocks());
+    },
+    [=](snapshot_atom) {
+      const auto& st = self->state;
+      nlohmann::json doc;
+      doc["instance_id"] = st.instance_id;
+      auto& ranks = doc["ranks"] = nlohmann::json::object();
+      for (const auto& [rank, blocks] : st.index.ranks()) {
+        auto& r = ranks[std::to_string(rank)];
+        r["next_seq"] = st.next_seq.count(rank) ? st.next_seq.at(rank) : 0;
+        auto& list = r["blocks"] = nlohmann::json::array();
+        for (const auto& [hash, info] : blocks)
+          list.push_back({{"hash", hash},
+                          {"parent", info.parent ? nlohmann::json(*info.parent)
+                                                 : nlohmann::json()},
+                          {"token_ids", info.token_ids}});
+      }
+      return doc.dump();
     },
   };
 }

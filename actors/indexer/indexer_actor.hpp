@@ -22,7 +22,7 @@ struct kv_batch {
 /// Receives everything the indexer applied, in order (the event plane to
 /// routers). Called on the indexer's thread; must not block.
 class kv_listener {
-public:
+ public:
   virtual ~kv_listener() = default;
   virtual void on_batch(const kv_batch& b) = 0;
 };
@@ -44,12 +44,14 @@ using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 /// - `(nextseq, rank)`: the next sequence number the rank expects.
 /// - `(resetrank, rank, next_seq)`: forgets a rank (history lost).
 /// - `(blocks)`: total indexed blocks.
-using indexer_actor = caf::typed_actor<
-  caf::reacts_to<apply_atom, std::shared_ptr<const kv_batch>>,
-  caf::replies_to<instance_atom, std::string>::with<bool>,
-  caf::replies_to<next_seq_atom, int32_t>::with<uint64_t>,
-  caf::reacts_to<reset_rank_atom, int32_t, uint64_t>,
-  caf::replies_to<blocks_atom>::with<uint64_t>>;
+/// - `(snapshot)`: the whole index as JSON (operators, tests).
+using indexer_actor =
+  caf::typed_actor<caf::reacts_to<apply_atom, std::shared_ptr<const kv_batch>>,
+                   caf::replies_to<instance_atom, std::string>::with<bool>,
+                   caf::replies_to<next_seq_atom, int32_t>::with<uint64_t>,
+                   caf::reacts_to<reset_rank_atom, int32_t, uint64_t>,
+                   caf::replies_to<blocks_atom>::with<uint64_t>,
+                   caf::replies_to<snapshot_atom>::with<std::string>>;
 
 struct indexer_config {
   std::string data_dir;
@@ -66,4 +68,5 @@ indexer_actor current_indexer(caf::actor_system& sys);
 
 } // namespace outrider::indexer
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const outrider::indexer::kv_batch>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(
+  std::shared_ptr<const outrider::indexer::kv_batch>)

@@ -55,8 +55,8 @@ registrar_actor::behavior_type registrar(self_ptr self,
       st.record = r;
       st.registered = true;
       st.gauge->set(1);
-      spdlog::info("registrar: registered {} (engine instance {})",
-                   r.worker_id, r.instance_id);
+      spdlog::info("registrar: registered {} (engine instance {})", r.worker_id,
+                   r.instance_id);
       self->delayed_send(self, st.ttl / 3, keepalive_atom::value,
                          ++st.generation);
     },

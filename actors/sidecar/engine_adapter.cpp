@@ -18,8 +18,8 @@ void deadline(grpc::ClientContext& ctx) {
 }
 
 std::string describe(const grpc::Status& s) {
-  return "gRPC " + std::to_string(static_cast<int>(s.error_code())) + ": "
-         + s.error_message();
+  return "gRPC " + std::to_string(static_cast<int>(s.error_code())) + ": " +
+         s.error_message();
 }
 
 std::string host_of(const std::string& endpoint) {
@@ -28,10 +28,9 @@ std::string host_of(const std::string& endpoint) {
 }
 
 class vllm_adapter final : public engine_adapter {
-public:
+ public:
   explicit vllm_adapter(std::shared_ptr<grpc::Channel> ch, std::string host)
-    : control_(vllm::Control::NewStub(ch)), host_(std::move(host)) {
-  }
+    : control_(vllm::Control::NewStub(ch)), host_(std::move(host)) {}
 
   std::string server_info(engine_info& out) override {
     grpc::ClientContext ctx;
@@ -50,8 +49,8 @@ public:
     out.model = model.served_model_name();
     out.kv_block_size = info.kv_block_size();
     out.total_kv_blocks = info.total_kv_blocks();
-    out.data_parallel_size = std::max(1u,
-                                      info.parallelism().data_parallel_size());
+    out.data_parallel_size =
+      std::max(1u, info.parallelism().data_parallel_size());
     out.protocol = "vllm";
     if (out.instance_id.empty())
       return "the engine reported no instance_id";
@@ -67,8 +66,8 @@ public:
       return describe(st);
     for (const auto& s : resp.sources()) {
       if (s.transport() != "zmq" || s.encoding() != "msgpack")
-        return "unsupported KV event source: " + s.transport() + "/"
-               + s.encoding();
+        return "unsupported KV event source: " + s.transport() + "/" +
+               s.encoding();
       kv_source k;
       k.rank = s.has_data_parallel_rank()
                  ? static_cast<int>(s.data_parallel_rank())
@@ -92,16 +91,15 @@ public:
     return st.ok() ? std::string{} : describe(st);
   }
 
-private:
+ private:
   std::unique_ptr<vllm::Control::Stub> control_;
   std::string host_;
 };
 
 class openengine_adapter final : public engine_adapter {
-public:
+ public:
   explicit openengine_adapter(std::shared_ptr<grpc::Channel> ch)
-    : control_(oe::Control::NewStub(ch)) {
-  }
+    : control_(oe::Control::NewStub(ch)) {}
 
   grpc::Status info(engine_info& out) {
     grpc::ClientContext ctx;
@@ -119,8 +117,8 @@ public:
                                                               : "aggregated";
     out.kv_block_size = info.capacity().kv_block_size();
     out.total_kv_blocks = info.capacity().total_kv_blocks();
-    out.data_parallel_size = std::max(1u,
-                                      info.parallelism().data_parallel_size());
+    out.data_parallel_size =
+      std::max(1u, info.parallelism().data_parallel_size());
     out.protocol = "openengine";
     return st;
   }
@@ -142,15 +140,15 @@ public:
       return describe(st);
     for (const auto& s : resp.sources()) {
       if (s.transport() != "zmq" || s.encoding() != "msgpack")
-        return "unsupported KV event source: " + s.transport() + "/"
-               + s.encoding();
+        return "unsupported KV event source: " + s.transport() + "/" +
+               s.encoding();
       kv_source k;
       k.rank = static_cast<int>(s.data_parallel_rank());
-      k.endpoint = "tcp://" + s.endpoint_addr().host() + ":"
-                   + std::to_string(s.endpoint_addr().port());
+      k.endpoint = "tcp://" + s.endpoint_addr().host() + ":" +
+                   std::to_string(s.endpoint_addr().port());
       if (s.has_replay_endpoint())
-        k.replay_endpoint = "tcp://" + s.replay_endpoint().host() + ":"
-                            + std::to_string(s.replay_endpoint().port());
+        k.replay_endpoint = "tcp://" + s.replay_endpoint().host() + ":" +
+                            std::to_string(s.replay_endpoint().port());
       k.topic = s.topic();
       out.push_back(std::move(k));
     }
@@ -167,16 +165,15 @@ public:
     return st.ok() ? std::string{} : describe(st);
   }
 
-private:
+ private:
   std::unique_ptr<oe::Control::Stub> control_;
 };
 
 // Tries OpenEngine first and settles on whichever protocol answers.
 class auto_adapter final : public engine_adapter {
-public:
+ public:
   auto_adapter(std::shared_ptr<grpc::Channel> ch, std::string host)
-    : oe_(ch), vllm_(ch, std::move(host)) {
-  }
+    : oe_(ch), vllm_(ch, std::move(host)) {}
 
   std::string server_info(engine_info& out) override {
     if (!chosen_) {
@@ -203,7 +200,7 @@ public:
                    : "the engine's protocol is not known yet";
   }
 
-private:
+ private:
   openengine_adapter oe_;
   vllm_adapter vllm_;
   engine_adapter* chosen_ = nullptr;

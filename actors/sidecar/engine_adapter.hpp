@@ -29,7 +29,7 @@ struct kv_source {
 /// The engine as the sidecar sees it, whichever protocol it speaks. Calls
 /// block (with a deadline) and are safe from any one thread at a time.
 class engine_adapter {
-public:
+ public:
   virtual ~engine_adapter() = default;
   /// Error text, or empty and `out` filled.
   virtual std::string server_info(engine_info& out) = 0;
@@ -38,8 +38,8 @@ public:
 };
 
 /// `protocol`: openengine, vllm or auto (OpenEngine first, then vLLM).
-std::unique_ptr<engine_adapter> make_engine_adapter(const std::string& protocol,
-                                                    const std::string& endpoint);
+std::unique_ptr<engine_adapter>
+make_engine_adapter(const std::string& protocol, const std::string& endpoint);
 
 /// A KV endpoint as advertised, made connectable: a bind wildcard (`*`,
 /// `0.0.0.0`) becomes the engine's host.

@@ -1,9 +1,9 @@
 #include "actors/sidecar/kv_forwarder.hpp"
 
 #include <chrono>
+#include <zmq.hpp>
 
 #include <spdlog/spdlog.h>
-#include <zmq.hpp>
 
 #include "actors/sidecar/kv_decoder.hpp"
 #include "runtime/metrics.hpp"
@@ -70,8 +70,7 @@ replay_result replay(self_ptr self, uint64_t from) {
   replay_result out;
   if (st.cfg.source.replay_endpoint.empty())
     return out;
-  st.counter("outrider_kv_replay_requests_total",
-             "Replays asked of the engine")
+  st.counter("outrider_kv_replay_requests_total", "Replays asked of the engine")
     .inc();
   try {
     zmq::socket_t dealer{*st.cfg.zmq, zmq::socket_type::dealer};
@@ -93,8 +92,8 @@ replay_result replay(self_ptr self, uint64_t from) {
           break;
       }
       // ["", topic, seq, payload] or ["", seq, payload]
-      if ((frames.size() != 4 && frames.size() != 3) || frames[0].size() != 0
-          || frames[frames.size() - 2].size() != 8) {
+      if ((frames.size() != 4 && frames.size() != 3) || frames[0].size() != 0 ||
+          frames[frames.size() - 2].size() != 8) {
         st.reject("malformed_replay_frame",
                   std::to_string(frames.size()) + " frames");
         continue;
@@ -147,10 +146,12 @@ void catch_up(self_ptr self, uint64_t upto_hint) {
                    st.cfg.source.rank, st.next, upto_hint - 1);
     return;
   }
-  bool lost = (!r.batches.empty() && r.batches.front().first > st.next)
-              || (r.batches.empty() && upto_hint > st.next);
+  // Lost history: the engine's oldest buffered batch is past what we need.
+  // (An empty answer means the engine has nothing newer: a live sequence
+  // beyond it is bogus, not a gap.)
+  bool lost = !r.batches.empty() && r.batches.front().first > st.next;
   if (lost) {
-    auto resume = r.batches.empty() ? upto_hint : r.batches.front().first;
+    auto resume = r.batches.front().first;
     st.counter("outrider_kv_gaps_unrecoverable_total",
                "Gaps the engine's replay buffer could not cover")
       .inc();
@@ -201,12 +202,10 @@ void poll_once(self_ptr self) {
       more = m.more();
     }
     if (frames.size() != 3 || frames[1].size() != 8) {
-      st.reject("malformed_frame", std::to_string(frames.size())
-                                     + " frames, sequence of "
-                                     + std::to_string(frames.size() > 1
-                                                        ? frames[1].size()
-                                                        : 0)
-                                     + " bytes");
+      st.reject("malformed_frame",
+                std::to_string(frames.size()) + " frames, sequence of " +
+                  std::to_string(frames.size() > 1 ? frames[1].size() : 0) +
+                  " bytes");
       continue;
     }
     auto seq = be64(frames[1].data());
@@ -224,8 +223,8 @@ void poll_once(self_ptr self) {
     if (seq == st.next)
       apply(self, seq, frames[2].to_string());
     else if (seq > st.next)
-      st.reject("sequence_ahead", "sequence " + std::to_string(seq)
-                                    + " beyond the engine's history");
+      st.reject("sequence_ahead", "sequence " + std::to_string(seq) +
+                                    " beyond the engine's history");
   }
 }
 

@@ -26,9 +26,9 @@ using kv_gap_atom = caf::atom_constant<caf::atom("kvgap")>;
 /// indexer in sequence. Runs detached (its sockets belong to its thread).
 /// Tells `parent` `(caughtup, rank)` after the first replay and
 /// `(kvgap, rank)` when history was lost.
-using kv_forwarder_actor = caf::typed_actor<
-  caf::reacts_to<poll_atom>,
-  caf::reacts_to<indexer::resync_atom, int32_t, uint64_t>>;
+using kv_forwarder_actor =
+  caf::typed_actor<caf::reacts_to<poll_atom>,
+                   caf::reacts_to<indexer::resync_atom, int32_t, uint64_t>>;
 
 struct forwarder_config {
   kv_source source;

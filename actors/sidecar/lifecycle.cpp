@@ -105,18 +105,18 @@ void on_identity(self_ptr self, identity_result& r) {
   if (!r.error.empty()) {
     spdlog::warn("sidecar: cannot read the engine's identity: {}", r.error);
     st.cfg.health->set_component("engine_identity", "error", r.error);
-    self->delayed_send(self, std::chrono::milliseconds{500},
-                       retry_atom::value, st.attempt);
+    self->delayed_send(self, std::chrono::milliseconds{500}, retry_atom::value,
+                       st.attempt);
     return;
   }
   st.info = r.info;
   st.cfg.health->set_component("engine_identity", "known",
-                               r.info.protocol + " instance "
-                                 + r.info.instance_id);
+                               r.info.protocol + " instance " +
+                                 r.info.instance_id);
   auto idx = indexer::current_indexer(self->system());
   if (!idx) {
-    self->delayed_send(self, std::chrono::milliseconds{200},
-                       retry_atom::value, st.attempt);
+    self->delayed_send(self, std::chrono::milliseconds{200}, retry_atom::value,
+                       st.attempt);
     return;
   }
   auto attempt = st.attempt;
@@ -154,8 +154,7 @@ void on_identity(self_ptr self, identity_result& r) {
                 st.forwarders[src.rank] = f;
               },
               [=](caf::error& e) {
-                spdlog::error("sidecar: indexer: {}",
-                              self->system().render(e));
+                spdlog::error("sidecar: indexer: {}", self->system().render(e));
               });
         }
         reconcile(self);
@@ -167,8 +166,7 @@ void on_identity(self_ptr self, identity_result& r) {
       });
 }
 
-lifecycle_actor::behavior_type lifecycle(self_ptr self,
-                                         lifecycle_config cfg) {
+lifecycle_actor::behavior_type lifecycle(self_ptr self, lifecycle_config cfg) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
   auto& m = runtime::global_metrics();
@@ -177,8 +175,8 @@ lifecycle_actor::behavior_type lifecycle(self_ptr self,
   st.transitions = &m.get_counter("outrider_engine_health_changes_total",
                                   "Changes of the engine's health status");
   st.cfg.health->set_component("engine", "waiting", st.cfg.engine_endpoint);
-  st.adapter = make_engine_adapter(st.cfg.engine_protocol,
-                                   st.cfg.engine_endpoint);
+  st.adapter =
+    make_engine_adapter(st.cfg.engine_protocol, st.cfg.engine_endpoint);
   auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
   st.watch = std::make_unique<health_watch>(
     st.cfg.engine_endpoint, health_watch::backoff{},
@@ -204,11 +202,10 @@ lifecycle_actor::behavior_type lifecycle(self_ptr self,
         return;
       }
   });
-  spdlog::info("sidecar: waiting for engine at {} (deadline {} s)",
-               st.cfg.engine_endpoint,
-               std::chrono::duration_cast<std::chrono::seconds>(
-                 st.cfg.startup_deadline)
-                 .count());
+  spdlog::info(
+    "sidecar: waiting for engine at {} (deadline {} s)", st.cfg.engine_endpoint,
+    std::chrono::duration_cast<std::chrono::seconds>(st.cfg.startup_deadline)
+      .count());
   return {
     [=](engine_status_atom, int32_t raw, const std::string& detail) {
       auto& st = self->state;
@@ -236,8 +233,8 @@ lifecycle_actor::behavior_type lifecycle(self_ptr self,
     },
     [=](retry_atom, uint64_t attempt) {
       auto& st = self->state;
-      if (attempt == st.attempt && !st.identified
-          && st.last == engine_health::serving)
+      if (attempt == st.attempt && !st.identified &&
+          st.last == engine_health::serving)
         identify(self);
     },
     [=](identity_result& r, uint64_t attempt) {

@@ -43,6 +43,12 @@ sim_process::sim_process(options o) : opts(std::move(o)) {
   debug = free_port();
   pub = free_port_block(opts.ranks);
   replay = free_port_block(opts.ranks);
+  if (opts.start_now)
+    start();
+}
+
+void sim_process::start() {
+  proc.reset(); // a running one is killed first
   nlohmann::json kv = {
     {"enable_kv_cache_events", true},
     {"publisher", "zmq"},

@@ -27,9 +27,12 @@ struct sim_process {
     uint32_t block_size = 4;
     uint32_t num_blocks = 256;
     std::vector<std::string> extra;
+    bool start_now = true;
   };
 
   explicit sim_process(options o);
+  /// Starts (again, after a kill) on the same ports: a new engine instance.
+  void start();
 
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(grpc); }
   std::string pub_endpoint(int rank) const {

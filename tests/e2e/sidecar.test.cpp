@@ -1,0 +1,303 @@
+// End-to-end tests of `outrider --role sidecar` against outrider-sim: real
+// processes, real gRPC, real ZMQ, real RocksDB files, file discovery.
+#include <atomic>
+#include <csignal>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "tests/e2e/sidecar_process.hpp"
+#include "tests/e2e/sim_process.hpp"
+#include "vllm.grpc.pb.h"
+
+using namespace outrider::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Runs one request to its end; true when it succeeded.
+bool generate(const sim_process& sim, uint32_t first, size_t n,
+              uint32_t max_tokens = 2) {
+  auto stub = vllm::Inference::NewStub(sim.channel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+  vllm::GenerateRequest req;
+  for (size_t i = 0; i < n; ++i)
+    req.mutable_token_ids()->add_ids(first + static_cast<uint32_t>(i));
+  req.mutable_stopping()->set_max_new_tokens(max_tokens);
+  vllm::GenerateResponse resp;
+  return stub->Generate(&ctx, req, &resp).ok();
+}
+
+using block_map =
+  std::map<uint64_t, std::pair<nlohmann::json, std::vector<uint32_t>>>;
+
+block_map blocks_of(const nlohmann::json& list) {
+  block_map out;
+  for (const auto& b : list)
+    out[b["hash"].get<uint64_t>()] = {
+      b["parent"], b["token_ids"].get<std::vector<uint32_t>>()};
+  return out;
+}
+
+nlohmann::json sidecar_index(const sidecar_process& side) {
+  std::string body;
+  if (side.get("/debug/index", &body) != 200)
+    return nullptr;
+  return nlohmann::json::parse(body, nullptr, false);
+}
+
+block_map index_blocks(const sidecar_process& side, int rank = 0) {
+  auto doc = sidecar_index(side);
+  if (!doc.is_object() || !doc["ranks"].contains(std::to_string(rank)))
+    return {};
+  return blocks_of(doc["ranks"][std::to_string(rank)]["blocks"]);
+}
+
+block_map truth_blocks(const sim_process& sim, int rank = 0) {
+  auto doc = sim.cache(rank);
+  return doc.is_object() ? blocks_of(doc["blocks"]) : block_map{};
+}
+
+std::string instance_of(const sim_process& sim) {
+  auto doc = sim.cache(0);
+  return doc.is_object() ? doc["instance_id"].get<std::string>() : "";
+}
+
+bool index_matches(const sidecar_process& side, const sim_process& sim) {
+  auto truth = truth_blocks(sim);
+  return !truth.empty() && index_blocks(side) == truth;
+}
+
+bool registered_as(const sidecar_process& side, const std::string& instance) {
+  auto recs = side.records();
+  return recs.size() == 1 && recs[0]["instance_id"] == instance &&
+         side.get("/ready") == 200;
+}
+
+} // namespace
+
+TEST_CASE("a sidecar started before its engine registers once it serves") {
+  sim_process sim{{.start_now = false}};
+  sidecar_process side{sim.endpoint()};
+  REQUIRE(eventually([&] { return side.get("/live") == 200; }, 10s));
+  CHECK(side.get("/ready") == 503);
+  CHECK(side.records().empty());
+  CHECK(side.metric("outrider_registered") == 0.0);
+  sim.start();
+  REQUIRE(sim.wait_serving(10s));
+  auto id = instance_of(sim);
+  REQUIRE(eventually([&] { return registered_as(side, id); }, 10s));
+  auto rec = side.records()[0];
+  CHECK(rec["worker_id"] == "worker-under-test");
+  CHECK(rec["kv_block_size"] == 4);
+  CHECK(rec["engine_endpoint"] == sim.endpoint());
+  CHECK(side.metric("outrider_registered") == 1.0);
+  // Events flow into the index.
+  REQUIRE(generate(sim, 10, 17));
+  CHECK(eventually([&] { return index_matches(side, sim); }, 5s));
+}
+
+TEST_CASE("an engine killed and replaced: deregistered, reset, re-registered") {
+  sim_process sim{{}};
+  REQUIRE(sim.wait_serving(10s));
+  sidecar_process side{sim.endpoint()};
+  auto first = instance_of(sim);
+  REQUIRE(eventually([&] { return registered_as(side, first); }, 10s));
+  REQUIRE(generate(sim, 10, 17));
+  REQUIRE(eventually([&] { return index_matches(side, sim); }, 5s));
+
+  sim.proc->signal(SIGKILL);
+  auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(eventually([&] { return side.records().empty(); }, 5s));
+  CHECK(std::chrono::steady_clock::now() - t0 < 1s);
+  CHECK(side.get("/ready") == 503);
+
+  sim.start(); // a new process: a new instance id, sequences from 0
+  REQUIRE(sim.wait_serving(10s));
+  auto second = instance_of(sim);
+  REQUIRE(second != first);
+  REQUIRE(eventually([&] { return registered_as(side, second); }, 10s));
+  auto doc = sidecar_index(side);
+  CHECK(doc["instance_id"] == second);
+  CHECK(index_blocks(side).empty()); // the old engine's blocks are gone
+  REQUIRE(generate(sim, 500, 9));
+  CHECK(eventually([&] { return index_matches(side, sim); }, 5s));
+}
+
+TEST_CASE("a sidecar killed under load recovers every event") {
+  sim_process sim{{.num_blocks = 4096}};
+  REQUIRE(sim.wait_serving(10s));
+  auto dirs = std::make_shared<sidecar_dirs>();
+  auto side = std::make_unique<sidecar_process>(sim.endpoint(), dirs);
+  auto id = instance_of(sim);
+  REQUIRE(eventually([&] { return registered_as(*side, id); }, 10s));
+  std::atomic<bool> stop{false};
+  std::atomic<int> done{0};
+  std::thread load([&] {
+    for (uint32_t i = 0; i < 2000 && !stop; ++i)
+      if (generate(sim, 1 + 37 * (i % 400), 13))
+        ++done;
+  });
+  REQUIRE(eventually([&] { return done > 20; }, 10s));
+  side->proc->signal(SIGKILL);
+  REQUIRE(side->proc->wait(5s));
+  int at_kill = done;
+  REQUIRE(eventually([&] { return done > at_kill + 20; }, 10s));
+  side = std::make_unique<sidecar_process>(sim.endpoint(), dirs);
+  REQUIRE(eventually([&] { return done > at_kill + 60; }, 20s));
+  stop = true;
+  load.join();
+  REQUIRE(eventually([&] { return registered_as(*side, id); }, 10s));
+  CHECK(eventually([&] { return index_matches(*side, sim); }, 10s));
+  // Nothing was lost: no unrecoverable gap.
+  CHECK_FALSE(side->metric("outrider_kv_gaps_unrecoverable_total{rank=\"0\"}"));
+  std::string health;
+  side->get("/health", &health);
+  INFO(health);
+}
+
+TEST_CASE("a paused engine is deregistered and its index kept and updated") {
+  sim_process sim{{}};
+  REQUIRE(sim.wait_serving(10s));
+  sidecar_process side{sim.endpoint()};
+  auto id = instance_of(sim);
+  REQUIRE(eventually([&] { return registered_as(side, id); }, 10s));
+  REQUIRE(generate(sim, 10, 21));
+  REQUIRE(eventually([&] { return index_matches(side, sim); }, 5s));
+  auto control = vllm::Control::NewStub(sim.channel());
+  {
+    grpc::ClientContext ctx;
+    vllm::PauseGenerationRequest req;
+    vllm::PauseGenerationResponse resp;
+    REQUIRE(control->PauseGeneration(&ctx, req, &resp).ok());
+  }
+  REQUIRE(eventually([&] { return side.records().empty(); }, 2s));
+  CHECK(side.get("/ready") == 503);
+  CHECK(index_blocks(side).size() == 5); // kept
+  // Events are still ingested while paused.
+  child_process curl{
+    {"/usr/bin/curl", "-s", "-X", "POST",
+     "http://127.0.0.1:" + std::to_string(sim.debug) + "/reset_prefix_cache"}};
+  REQUIRE(curl.wait(10s) == 0);
+  CHECK(eventually([&] { return index_blocks(side).empty(); }, 5s));
+  {
+    grpc::ClientContext ctx;
+    vllm::ResumeGenerationRequest req;
+    vllm::ResumeGenerationResponse resp;
+    REQUIRE(control->ResumeGeneration(&ctx, req, &resp).ok());
+  }
+  CHECK(eventually([&] { return registered_as(side, id); }, 5s));
+}
+
+TEST_CASE("SIGTERM: not ready before the record goes, engine untouched") {
+  sim_process sim{{}};
+  REQUIRE(sim.wait_serving(10s));
+  sidecar_process side{sim.endpoint()};
+  auto id = instance_of(sim);
+  REQUIRE(eventually([&] { return registered_as(side, id); }, 10s));
+  side.proc->signal(SIGTERM);
+  bool ready_without_record = false;
+  bool saw_not_ready = false;
+  for (int i = 0; i < 500; ++i) {
+    auto code = side.get("/ready");
+    auto recs = side.records().size();
+    // Both orders of reading: never ready once the record is gone.
+    auto code2 = side.get("/ready");
+    if (recs == 0 && (code == 200 || code2 == 200))
+      ready_without_record = true;
+    saw_not_ready |= code == 503 || code2 == 503 || code == -1;
+    if (recs == 0 && code2 == -1)
+      break;
+  }
+  CHECK_FALSE(ready_without_record);
+  CHECK(saw_not_ready);
+  auto code = side.proc->wait(10s);
+  REQUIRE(code);
+  CHECK(*code == 0);
+  CHECK(side.records().empty());
+  CHECK(sim.wait_serving(1s)); // the engine keeps serving
+  CHECK(generate(sim, 1, 5));
+}
+
+TEST_CASE("history lost while the sidecar was down resets the rank") {
+  sim_process sim{{.buffer_steps = 3}};
+  REQUIRE(sim.wait_serving(10s));
+  auto dirs = std::make_shared<sidecar_dirs>();
+  auto side = std::make_unique<sidecar_process>(sim.endpoint(), dirs);
+  auto id = instance_of(sim);
+  REQUIRE(eventually([&] { return registered_as(*side, id); }, 10s));
+  REQUIRE(generate(sim, 10, 9));
+  REQUIRE(eventually([&] { return index_matches(*side, sim); }, 5s));
+  side->proc->signal(SIGKILL);
+  REQUIRE(side->proc->wait(5s));
+  for (uint32_t i = 0; i < 8; ++i)
+    REQUIRE(generate(sim, 1000 + 100 * i, 9));
+  side = std::make_unique<sidecar_process>(sim.endpoint(), dirs);
+  REQUIRE(eventually([&] { return registered_as(*side, id); }, 10s));
+  CHECK(eventually(
+    [&] {
+      return side->metric("outrider_kv_gaps_unrecoverable_total{rank=\"0\"}") >=
+             1.0;
+    },
+    5s));
+  // Consistent: everything indexed is in the engine, as it is there.
+  auto truth = truth_blocks(sim);
+  auto idx = index_blocks(*side);
+  for (const auto& [hash, block] : idx) {
+    INFO(hash);
+    REQUIRE(truth.count(hash));
+    CHECK(truth[hash] == block);
+  }
+  // And new events apply on top.
+  REQUIRE(generate(sim, 20000, 9));
+  CHECK(eventually(
+    [&] {
+      auto now = index_blocks(*side);
+      return now.size() == idx.size() + 2;
+    },
+    5s));
+}
+
+TEST_CASE("garbage on the KV stream is counted and does no harm") {
+  sim_process sim{{}};
+  REQUIRE(sim.wait_serving(10s));
+  sidecar_process side{sim.endpoint()};
+  auto id = instance_of(sim);
+  REQUIRE(eventually([&] { return registered_as(side, id); }, 10s));
+  REQUIRE(generate(sim, 10, 9));
+  REQUIRE(eventually([&] { return index_matches(side, sim); }, 5s));
+  auto inject = [&](const nlohmann::json& body) {
+    child_process curl{
+      {"/usr/bin/curl", "-s", "-f", "-X", "POST", "-d", body.dump(),
+       "http://127.0.0.1:" + std::to_string(sim.debug) + "/debug/kv_inject"}};
+    return curl.wait(10s) == 0;
+  };
+  // Frames of the wrong shape, outside the sequence (topic "kv-events").
+  REQUIRE(inject({{"frames_hex", {"6b762d6576656e7473", "0001"}}}));
+  REQUIRE(inject({{"frames_hex", {"6b762d6576656e7473", "0000000001", "90"}}}));
+  // A sequence far beyond the engine's history.
+  REQUIRE(
+    inject({{"frames_hex", {"6b762d6576656e7473", "00ffffffffffff00", "90"}}}));
+  // Payloads in the sequence: not msgpack, truncated, an unknown event.
+  REQUIRE(inject({{"payload_hex", "c1"}}));
+  REQUIRE(inject({{"payload_hex", "93cb41d954fc40"}}));
+  REQUIRE(inject({{"payload_hex", "93cb41d954fc40400000"
+                                  "91"
+                                  "91aa426c6f636b4d6f766564"
+                                  "00"}}));
+  REQUIRE(generate(sim, 500, 13));
+  CHECK(eventually([&] { return index_matches(side, sim); }, 5s));
+  auto rejected = [&](const std::string& reason) {
+    return side
+      .metric("outrider_kv_events_rejected_total{reason=\"" + reason +
+              "\",rank=\"0\"}")
+      .value_or(0);
+  };
+  CHECK(eventually([&] { return rejected("malformed_frame") >= 2; }, 5s));
+  CHECK(rejected("sequence_ahead") >= 1);
+  CHECK(rejected("malformed_msgpack") >= 2);
+  CHECK(rejected("unknown_event_type") >= 1);
+  CHECK(side.get("/ready") == 200);
+  CHECK(registered_as(side, id));
+}
