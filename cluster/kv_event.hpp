@@ -37,4 +37,8 @@ struct cached_block {
   std::vector<uint32_t> token_ids;
 };
 
+/// Cached blocks as one store each, every block after its parent when the
+/// parent is among them (a snapshot that can be applied in order). Linear.
+std::vector<kv_event> stores_parents_first(std::vector<cached_block> blocks);
+
 } // namespace outrider::kv

@@ -61,46 +61,13 @@ bool event_subscription::overflowed() const {
   return overflowed_;
 }
 
-namespace {
-
-// Cached blocks as stores, each after its parent.
-std::vector<kv_event> snapshot_events(const std::vector<cached_block>& blocks,
-                                      uint32_t block_size) {
-  std::unordered_map<uint64_t, const cached_block*> by_hash;
-  for (const auto& b : blocks)
-    by_hash[b.hash] = &b;
-  std::vector<std::pair<size_t, const cached_block*>> ordered;
-  for (const auto& b : blocks) {
-    size_t depth = 0;
-    auto parent = b.parent;
-    // Bounded by the number of blocks: chains cannot be longer.
-    while (parent && depth <= blocks.size()) {
-      auto i = by_hash.find(*parent);
-      if (i == by_hash.end())
-        break;
-      parent = i->second->parent;
-      ++depth;
-    }
-    ordered.emplace_back(depth, &b);
-  }
-  std::stable_sort(
-    ordered.begin(), ordered.end(),
-    [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<kv_event> out;
-  for (const auto& [depth, b] : ordered)
-    out.push_back(block_stored{{b->hash}, b->parent, b->token_ids, block_size});
-  return out;
-}
-
-} // namespace
-
 std::shared_ptr<event_subscription>
 engine_runner::subscribe(bool snapshot, std::vector<kv_event>* events,
                          uint64_t* seq) {
   auto sub = std::make_shared<event_subscription>(10000);
   std::lock_guard<std::mutex> guard{mtx_};
   if (snapshot && events)
-    *events = snapshot_events(core_.cache_snapshot(), cfg_.block_size);
+    *events = kv::stores_parents_first(core_.cache_snapshot());
   if (seq)
     *seq = next_seq_;
   subscribers_.push_back(sub);

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <thread>
 
+#include "cluster/kv_proto.hpp"
 #include "openengine.grpc.pb.h"
 #include "sim/sim_server.hpp"
 
@@ -62,36 +63,6 @@ oe::EngineRole to_oe(engine_role r) {
     break;
   }
   return oe::ENGINE_ROLE_AGGREGATED;
-}
-
-oe::KvBlockHash to_hash(uint64_t h) {
-  oe::KvBlockHash out;
-  std::string v(8, '\0');
-  for (int i = 7; i >= 0; --i, h >>= 8)
-    v[static_cast<size_t>(i)] = static_cast<char>(h & 0xff);
-  out.set_value(v);
-  out.set_encoding("uint64");
-  return out;
-}
-
-void to_proto(const kv_event& ev, oe::KvEvent* out) {
-  if (auto* s = std::get_if<block_stored>(&ev)) {
-    auto* b = out->mutable_block_stored();
-    for (auto h : s->block_hashes)
-      *b->add_block_hashes() = to_hash(h);
-    if (s->parent_block_hash)
-      *b->mutable_parent_block_hash() = to_hash(*s->parent_block_hash);
-    b->mutable_token_ids()->Add(s->token_ids.begin(), s->token_ids.end());
-    b->set_block_size(s->block_size);
-    b->set_medium(oe::STORAGE_MEDIUM_GPU);
-  } else if (auto* r = std::get_if<block_removed>(&ev)) {
-    auto* b = out->mutable_block_removed();
-    for (auto h : r->block_hashes)
-      *b->add_block_hashes() = to_hash(h);
-    b->set_medium(oe::STORAGE_MEDIUM_GPU);
-  } else {
-    out->mutable_all_blocks_cleared();
-  }
 }
 
 class inference final : public oe::Inference::Service {
@@ -408,7 +379,7 @@ class control final : public oe::Control::Service {
         .count()));
     b->set_data_parallel_rank(static_cast<uint32_t>(rank));
     for (const auto& ev : events)
-      to_proto(ev, b->add_events());
+      kv::to_proto(ev, b->add_events());
     return w->Write(resp);
   }
 

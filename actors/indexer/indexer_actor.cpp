@@ -151,6 +151,20 @@ indexer_actor::behavior_type behavior(self_ptr self) {
     [=](blocks_atom) {
       return static_cast<uint64_t>(self->state.index.total_blocks());
     },
+    [=](subscribe_atom, const snapshot_callback& cb) {
+      const auto& st = self->state;
+      std::vector<std::shared_ptr<const kv_batch>> snap;
+      for (const auto& [rank, blocks] : st.index.ranks()) {
+        auto b = std::make_shared<kv_batch>();
+        b->rank = rank;
+        auto next = st.next_seq.count(rank) ? st.next_seq.at(rank) : 0;
+        b->seq = next > 0 ? next - 1 : 0;
+        b->events = st.index.snapshot_events(rank);
+        snap.push_back(std::move(b));
+      }
+      cb(std::move(snap));
+      return true;
+    },
     [=](snapshot_atom) {
       const auto& st = self->state;
       nlohmann::json doc;

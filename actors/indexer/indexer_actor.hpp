@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,13 @@ using next_seq_atom = caf::atom_constant<caf::atom("nextseq")>;
 using reset_rank_atom = caf::atom_constant<caf::atom("resetrank")>;
 using blocks_atom = caf::atom_constant<caf::atom("blocks")>;
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
+using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
+
+/// Runs on the indexer's thread with one snapshot batch per rank (every
+/// block as a store, parents first; `seq` = the rank's last applied batch),
+/// so a subscriber can be registered with no batch missed or repeated.
+using snapshot_callback =
+  std::function<void(std::vector<std::shared_ptr<const kv_batch>>)>;
 
 /// The sidecar's durable KV index.
 /// - `(apply, batch)`: applies a batch if it is the rank's next sequence
@@ -45,17 +53,18 @@ using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 /// - `(resetrank, rank, next_seq)`: forgets a rank (history lost).
 /// - `(blocks)`: total indexed blocks.
 /// - `(snapshot)`: the whole index as JSON (operators, tests).
-using indexer_actor =
-  caf::typed_actor<caf::reacts_to<apply_atom, std::shared_ptr<const kv_batch>>,
-                   caf::replies_to<instance_atom, std::string>::with<bool>,
-                   caf::replies_to<next_seq_atom, int32_t>::with<uint64_t>,
-                   caf::reacts_to<reset_rank_atom, int32_t, uint64_t>,
-                   caf::replies_to<blocks_atom>::with<uint64_t>,
-                   caf::replies_to<snapshot_atom>::with<std::string>>;
+/// - `(subscribe, callback)`: calls `callback` with a snapshot (see above).
+using indexer_actor = caf::typed_actor<
+  caf::reacts_to<apply_atom, std::shared_ptr<const kv_batch>>,
+  caf::replies_to<instance_atom, std::string>::with<bool>,
+  caf::replies_to<next_seq_atom, int32_t>::with<uint64_t>,
+  caf::reacts_to<reset_rank_atom, int32_t, uint64_t>,
+  caf::replies_to<blocks_atom>::with<uint64_t>,
+  caf::replies_to<snapshot_atom>::with<std::string>,
+  caf::replies_to<subscribe_atom, snapshot_callback>::with<bool>>;
 
 struct indexer_config {
   std::string data_dir;
-  uint32_t block_size = 0; // for snapshots; 0 until the engine says
   std::shared_ptr<kv_listener> listener; // may be null
 };
 

@@ -1,7 +1,5 @@
 #include "actors/indexer/local_index.hpp"
 
-#include <algorithm>
-
 namespace outrider::indexer {
 
 apply_stats local_index::apply(int rank,
@@ -56,46 +54,12 @@ size_t local_index::total_blocks() const {
   return n;
 }
 
-std::vector<kv::kv_event>
-local_index::snapshot_events(int rank, uint32_t block_size) const {
-  std::vector<kv::kv_event> out;
-  auto i = ranks_.find(rank);
-  if (i == ranks_.end())
-    return out;
-  const auto& blocks = i->second;
-  // Depth of each block in its chain, memoized so that the walk is linear.
-  std::unordered_map<uint64_t, size_t> depth;
-  depth.reserve(blocks.size());
-  std::vector<uint64_t> path;
-  for (const auto& [hash, info] : blocks) {
-    path.clear();
-    uint64_t h = hash;
-    size_t base = 0;
-    for (size_t guard = 0; guard <= blocks.size(); ++guard) {
-      if (auto d = depth.find(h); d != depth.end()) {
-        base = d->second + 1;
-        break;
-      }
-      path.push_back(h);
-      const auto& parent = blocks.at(h).parent;
-      if (!parent || !blocks.count(*parent))
-        break;
-      h = *parent;
-    }
-    for (auto it = path.rbegin(); it != path.rend(); ++it)
-      depth[*it] = base++;
-  }
-  std::vector<std::pair<size_t, uint64_t>> ordered;
-  ordered.reserve(blocks.size());
-  for (const auto& [hash, d] : depth)
-    ordered.emplace_back(d, hash);
-  std::sort(ordered.begin(), ordered.end());
-  for (const auto& [depth, hash] : ordered) {
-    const auto& info = blocks.at(hash);
-    out.push_back(
-      kv::block_stored{{hash}, info.parent, info.token_ids, block_size});
-  }
-  return out;
+std::vector<kv::kv_event> local_index::snapshot_events(int rank) const {
+  std::vector<kv::cached_block> blocks;
+  if (auto i = ranks_.find(rank); i != ranks_.end())
+    for (const auto& [hash, info] : i->second)
+      blocks.push_back(kv::cached_block{hash, info.parent, info.token_ids});
+  return kv::stores_parents_first(std::move(blocks));
 }
 
 } // namespace outrider::indexer

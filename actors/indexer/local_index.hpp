@@ -39,8 +39,7 @@ class local_index {
   size_t total_blocks() const;
   const std::map<int, rank_map>& ranks() const { return ranks_; }
   /// The rank's blocks as stores, each after its parent when known.
-  std::vector<kv::kv_event> snapshot_events(int rank,
-                                            uint32_t block_size) const;
+  std::vector<kv::kv_event> snapshot_events(int rank) const;
 
  private:
   std::map<int, rank_map> ranks_;

@@ -73,7 +73,7 @@ TEST_CASE("a snapshot lists parents before children") {
   local_index idx;
   idx.apply(0, {stored({10, 11, 12}, std::nullopt), stored({20}, 11),
                 stored({30}, 999)});
-  auto events = idx.snapshot_events(0, 2);
+  auto events = idx.snapshot_events(0);
   REQUIRE(events.size() == 5);
   std::map<uint64_t, size_t> pos;
   for (size_t i = 0; i < events.size(); ++i)

@@ -1,0 +1,79 @@
+#include "actors/sidecar/event_hub.hpp"
+
+namespace outrider::sidecar {
+
+std::vector<batch_ptr>
+kv_subscription::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> guard{mtx_};
+  cv_.wait_for(guard, timeout,
+               [this] { return !pending_.empty() || overflowed_; });
+  std::vector<batch_ptr> out;
+  out.swap(pending_);
+  return out;
+}
+
+void kv_subscription::push(batch_ptr b) {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (overflowed_)
+      return;
+    if (pending_.size() >= capacity_) {
+      overflowed_ = true;
+      pending_.clear();
+    } else {
+      pending_.push_back(std::move(b));
+    }
+  }
+  cv_.notify_all();
+}
+
+bool kv_subscription::overflowed() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return overflowed_;
+}
+
+void event_hub::on_batch(const indexer::kv_batch& b) {
+  auto ptr = std::make_shared<const indexer::kv_batch>(b);
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto& kept = kept_[b.rank];
+  // A reset (all cleared) makes older history useless for resuming.
+  kept.push_back(ptr);
+  while (kept.size() > history_)
+    kept.pop_front();
+  std::erase_if(subs_, [&](auto& weak) {
+    auto s = weak.lock();
+    if (!s || s->overflowed())
+      return true;
+    if (s->wants(b.rank))
+      s->push(ptr);
+    return false;
+  });
+}
+
+bool event_hub::subscribe(const std::shared_ptr<kv_subscription>& s,
+                          std::optional<uint64_t> start) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (start) {
+    std::vector<batch_ptr> backlog;
+    for (const auto& [rank, kept] : kept_) {
+      if (!s->wants(rank) || kept.empty() || kept.back()->seq < *start)
+        continue;
+      if (kept.front()->seq > *start)
+        return false; // history does not reach back that far
+      for (const auto& b : kept)
+        if (b->seq >= *start)
+          backlog.push_back(b);
+    }
+    for (auto& b : backlog)
+      s->push(std::move(b));
+  }
+  subs_.push_back(s);
+  return true;
+}
+
+size_t event_hub::subscribers() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return subs_.size();
+}
+
+} // namespace outrider::sidecar

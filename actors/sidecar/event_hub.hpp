@@ -1,0 +1,63 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "actors/indexer/indexer_actor.hpp"
+
+namespace outrider::sidecar {
+
+using batch_ptr = std::shared_ptr<const indexer::kv_batch>;
+
+/// One subscriber's bounded queue of batches. Thread-safe.
+class kv_subscription {
+ public:
+  kv_subscription(std::set<int> ranks, size_t capacity)
+    : ranks_(std::move(ranks)), capacity_(capacity) {}
+  /// Waits up to `timeout`; returns what arrived.
+  std::vector<batch_ptr> wait(std::chrono::milliseconds timeout);
+  void push(batch_ptr b);
+  /// True once the subscriber fell `capacity` batches behind: it is dropped.
+  bool overflowed() const;
+  bool wants(int rank) const { return ranks_.empty() || ranks_.count(rank); }
+
+ private:
+  std::set<int> ranks_;
+  size_t capacity_;
+  mutable std::mutex mtx_;
+  std::condition_variable cv_;
+  std::vector<batch_ptr> pending_; // guarded by mtx_
+  bool overflowed_ = false;        // guarded by mtx_
+};
+
+/// The sidecar's event plane to routers: receives every batch the indexer
+/// applied (on the indexer's thread), keeps the last `history` batches per
+/// rank for resuming subscribers, and fans out to subscriptions.
+class event_hub final : public indexer::kv_listener {
+ public:
+  explicit event_hub(size_t history = 10000) : history_(history) {}
+
+  void on_batch(const indexer::kv_batch& b) override;
+
+  /// Registers `s`; when `start` is given, first hands it the kept batches
+  /// from that sequence on. False (nothing registered) when the history no
+  /// longer reaches back to `start` for some wanted rank.
+  bool subscribe(const std::shared_ptr<kv_subscription>& s,
+                 std::optional<uint64_t> start);
+  size_t subscribers() const;
+
+ private:
+  size_t history_;
+  mutable std::mutex mtx_;
+  std::map<int, std::deque<batch_ptr>> kept_;        // guarded by mtx_
+  std::vector<std::weak_ptr<kv_subscription>> subs_; // guarded by mtx_
+};
+
+} // namespace outrider::sidecar
