@@ -83,7 +83,8 @@ int run_process(const options& opts, const role_builder& build) {
   int code = 0;
   {
     caf::actor_system sys{cfg};
-    role_context ctx{opts, sys, health, control, status};
+    std::vector<std::function<void()>> stop_hooks;
+    role_context ctx{opts, sys, health, control, status, stop_hooks};
     auto children = build(ctx);
     if (opts.get_bool("debug-hang-on-shutdown"))
       children.push_back({"debug-hang", [](caf::actor_system& s) {
@@ -126,6 +127,8 @@ int run_process(const options& opts, const role_builder& build) {
     });
     caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
     sys.await_all_actors_done();
+    for (auto i = stop_hooks.rbegin(); i != stop_hooks.rend(); ++i)
+      (*i)();
     {
       std::lock_guard<std::mutex> guard{mtx};
       done = true;

@@ -34,6 +34,8 @@ struct role_context {
   std::shared_ptr<health_state> health;
   std::shared_ptr<process_control> control;
   status_server& status; // for role-specific routes
+  /// Run after the actors have stopped (e.g. stopping gRPC servers).
+  std::vector<std::function<void()>>& stop_hooks;
 };
 
 /// Returns the children of the root supervisor for one role.

@@ -7,7 +7,9 @@
 
 #include "actors/indexer/indexer_actor.hpp"
 #include "actors/registrar/registrar.hpp"
+#include "actors/sidecar/event_hub.hpp"
 #include "actors/sidecar/lifecycle.hpp"
+#include "actors/sidecar/relay.hpp"
 #include "cluster/discovery.hpp"
 #include "runtime/app.hpp"
 #include "runtime/logging.hpp"
@@ -38,8 +40,10 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
     disc = std::make_shared<cluster::file_discovery>(
       o.get_string("discovery-dir"), o.get_duration("discovery-ttl"));
   auto zmq_ctx = std::make_shared<zmq::context_t>(1);
+  auto hub = std::make_shared<sidecar::event_hub>();
   indexer::indexer_config icfg;
   icfg.data_dir = o.get_string("data-dir");
+  icfg.listener = hub;
   sidecar::lifecycle_config cfg;
   cfg.engine_endpoint = o.get_string("engine-endpoint");
   cfg.engine_protocol = o.get_string("engine-protocol");
@@ -56,6 +60,17 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
   };
   auto ttl = o.get_duration("discovery-ttl");
   auto* sys = &ctx.sys;
+  sidecar::relay_config rcfg;
+  rcfg.listen = cfg.relay_endpoint;
+  rcfg.engine_endpoint = cfg.engine_endpoint;
+  rcfg.engine_protocol = cfg.engine_protocol;
+  rcfg.hub = hub;
+  rcfg.health = ctx.health;
+  rcfg.sys = sys;
+  auto relay = std::make_shared<sidecar::relay>(rcfg);
+  if (auto err = relay->start(); !err.empty())
+    ctx.control->request_exit(1, err);
+  ctx.stop_hooks.push_back([relay] { relay->stop(); });
   ctx.status.add_route("/debug/index", [sys](const runtime::http_request&) {
     runtime::http_response r;
     r.content_type = "application/json";

@@ -79,3 +79,4 @@ indexer_actor current_indexer(caf::actor_system& sys);
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(
   std::shared_ptr<const outrider::indexer::kv_batch>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(outrider::indexer::snapshot_callback)

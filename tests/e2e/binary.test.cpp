@@ -129,11 +129,12 @@ TEST_CASE("readiness drops when the engine dies and returns with it") {
 
 TEST_CASE("an engine that never serves ends the sidecar at the deadline") {
   sidecar_dirs dirs;
-  auto [code, out] = run_outrider(
-    {"--role", "sidecar", "--engine-endpoint",
-     "127.0.0.1:" + port_arg(free_port()), "--system-port",
-     port_arg(free_port()), "--engine-startup-deadline", "500ms", "--data-dir",
-     dirs.data.str(), "--discovery-dir", dirs.discovery.str()});
+  auto [code, out] =
+    run_outrider({"--role", "sidecar", "--engine-endpoint",
+                  "127.0.0.1:" + port_arg(free_port()), "--system-port",
+                  port_arg(free_port()), "--engine-startup-deadline", "500ms",
+                  "--data-dir", dirs.data.str(), "--discovery-dir",
+                  dirs.discovery.str(), "--relay-port", port_arg(free_port())});
   CHECK(code == 1);
   CHECK_THAT(out, Contains("engine startup deadline exceeded"));
 }
@@ -200,7 +201,8 @@ TEST_CASE("json log format writes one JSON object per line") {
     {"--role", "sidecar", "--log-format", "json", "--engine-endpoint",
      "127.0.0.1:" + port_arg(free_port()), "--system-port",
      port_arg(free_port()), "--engine-startup-deadline", "300ms", "--data-dir",
-     dirs.data.str(), "--discovery-dir", dirs.discovery.str()});
+     dirs.data.str(), "--discovery-dir", dirs.discovery.str(), "--relay-port",
+     port_arg(free_port())});
   CHECK(code == 1);
   std::istringstream lines{out};
   std::string line;

@@ -25,7 +25,7 @@ sidecar_process::sidecar_process(const std::string& engine_endpoint,
                                  std::shared_ptr<sidecar_dirs> d,
                                  std::vector<std::string> extra)
   : dirs(d ? std::move(d) : std::make_shared<sidecar_dirs>()),
-    port(free_port()) {
+    port(free_port()), relay_port(free_port()) {
   std::vector<std::string> args{OUTRIDER_BIN,
                                 "--role",
                                 "sidecar",
@@ -40,7 +40,9 @@ sidecar_process::sidecar_process(const std::string& engine_endpoint,
                                 "--discovery-dir",
                                 dirs->discovery.str(),
                                 "--worker-id",
-                                "worker-under-test"};
+                                "worker-under-test",
+                                "--relay-port",
+                                std::to_string(relay_port)};
   args.insert(args.end(), extra.begin(), extra.end());
   proc = std::make_unique<child_process>(args);
 }

@@ -45,6 +45,10 @@ struct sidecar_process {
 
   std::shared_ptr<sidecar_dirs> dirs;
   uint16_t port = 0;
+  uint16_t relay_port = 0;
+  std::string relay_endpoint() const {
+    return "127.0.0.1:" + std::to_string(relay_port);
+  }
   std::unique_ptr<child_process> proc;
 };
 

@@ -1,0 +1,471 @@
+#include "actors/sidecar/relay.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+
+#include <caf/all.hpp>
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/sidecar/engine_adapter.hpp"
+#include "cluster/kv_proto.hpp"
+#include "openengine.grpc.pb.h"
+#include "runtime/metrics.hpp"
+#include "vllm.grpc.pb.h"
+
+namespace outrider::sidecar {
+
+namespace {
+
+namespace oe = openengine::v1;
+using grpc::ServerContext;
+using grpc::Status;
+using grpc::StatusCode;
+using clock_type = std::chrono::steady_clock;
+
+enum class dialect { unknown, openengine, vllm };
+
+// A broken transport, not a verdict on the request: worth migrating.
+bool broke(const Status& st) {
+  switch (st.error_code()) {
+  case StatusCode::UNAVAILABLE:
+  case StatusCode::UNKNOWN:
+  case StatusCode::INTERNAL:
+  case StatusCode::ABORTED:
+  case StatusCode::CANCELLED:
+    return true;
+  default:
+    return false;
+  }
+}
+
+oe::FinishReason from_vllm(vllm::FinishReason r) {
+  switch (r) {
+  case vllm::STOP:
+    return oe::FINISH_REASON_STOP;
+  case vllm::LENGTH:
+    return oe::FINISH_REASON_LENGTH;
+  case vllm::ABORTED:
+    return oe::FINISH_REASON_CANCELLED;
+  default:
+    return oe::FINISH_REASON_UNSPECIFIED;
+  }
+}
+
+struct metrics {
+  runtime::counter& ok;
+  runtime::counter& cancelled;
+  runtime::counter& failed;
+  runtime::counter& broken;
+  runtime::gauge& inflight;
+  runtime::counter& tokens;
+  runtime::histogram& token_latency;
+
+  static metrics make() {
+    auto& m = runtime::global_metrics();
+    auto outcome = [&](const char* o) -> runtime::counter& {
+      return m.get_counter("outrider_relay_requests_total",
+                           "Requests relayed to the engine, by outcome",
+                           {{"outcome", o}});
+    };
+    return metrics{
+      outcome("ok"),
+      outcome("cancelled"),
+      outcome("error"),
+      outcome("engine_broke"),
+      m.get_gauge("outrider_relay_inflight", "Streams being relayed now"),
+      m.get_counter("outrider_relay_tokens_total", "Tokens relayed"),
+      m.get_histogram("outrider_relay_token_latency_seconds",
+                      "Time the relay adds to each streamed token",
+                      {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
+                       0.001, 0.0025, 0.005, 0.01, 0.05})};
+  }
+};
+
+} // namespace
+
+struct relay::impl {
+  relay_config cfg;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<oe::Inference::Stub> oe_inference;
+  std::unique_ptr<oe::Control::Stub> oe_control;
+  std::unique_ptr<vllm::Inference::Stub> vllm_inference;
+  std::mutex adapter_mtx;
+  std::unique_ptr<engine_adapter> adapter; // guarded by adapter_mtx
+  std::atomic<dialect> engine_dialect{dialect::unknown};
+  std::atomic<uint64_t> next_id{0};
+  std::atomic<bool> stopping{false};
+  metrics m = metrics::make();
+  std::unique_ptr<grpc::Service> inference_service;
+  std::unique_ptr<grpc::Service> control_service;
+  std::unique_ptr<grpc::Server> server;
+
+  std::string server_info(engine_info& out) {
+    std::lock_guard<std::mutex> guard{adapter_mtx};
+    auto err = adapter->server_info(out);
+    if (err.empty())
+      engine_dialect =
+        out.protocol == "vllm" ? dialect::vllm : dialect::openengine;
+    return err;
+  }
+
+  dialect resolve() {
+    if (cfg.engine_protocol == "openengine")
+      return dialect::openengine;
+    if (cfg.engine_protocol == "vllm")
+      return dialect::vllm;
+    if (engine_dialect == dialect::unknown) {
+      engine_info info;
+      server_info(info);
+    }
+    return engine_dialect;
+  }
+
+  void abort_on_engine(const std::string& id) {
+    std::lock_guard<std::mutex> guard{adapter_mtx};
+    if (auto err = adapter->abort(id); !err.empty())
+      spdlog::debug("relay: abort of {}: {}", id, err);
+  }
+};
+
+namespace {
+
+class inference final : public oe::Inference::Service {
+ public:
+  explicit inference(relay::impl& r) : r_(r) {}
+
+  Status Generate(ServerContext* ctx, const oe::GenerateRequest* in,
+                  grpc::ServerWriter<oe::GenerateResponse>* w) override {
+    r_.m.inflight.add(1);
+    auto st = run(ctx, *in, w);
+    r_.m.inflight.add(-1);
+    return st;
+  }
+
+ private:
+  Status run(ServerContext* ctx, const oe::GenerateRequest& in,
+             grpc::ServerWriter<oe::GenerateResponse>* w) {
+    auto d = r_.resolve();
+    if (d == dialect::unknown) {
+      r_.m.broken.inc();
+      return {StatusCode::UNAVAILABLE, "engine stream broke: the engine is "
+                                       "not reachable"};
+    }
+    auto id = in.request_id().empty()
+                ? "relay-" + std::to_string(r_.next_id.fetch_add(1))
+                : in.request_id();
+    grpc::ClientContext ectx;
+    // Metadata for the engine: OpenEngine keys as they came; for vLLM the
+    // rank becomes x-data-parallel-rank.
+    for (const auto& [k, v] : ctx->client_metadata()) {
+      std::string key(k.data(), k.size());
+      if (key.rfind("openengine-", 0) != 0)
+        continue;
+      std::string val(v.data(), v.size());
+      if (d == dialect::openengine)
+        ectx.AddMetadata(key, val);
+      else if (key == "openengine-target-dp-rank")
+        ectx.AddMetadata("x-data-parallel-rank", val);
+    }
+    uint32_t tokens = 0;
+    auto t_read = clock_type::now();
+    // Hands one message to the client; false when the client is gone.
+    auto deliver = [&](const oe::GenerateResponse& resp, uint32_t n) {
+      if (ctx->IsCancelled() || !w->Write(resp))
+        return false;
+      if (n > 0) {
+        tokens += n;
+        r_.m.tokens.inc(n);
+        r_.m.token_latency.observe(
+          std::chrono::duration<double>(clock_type::now() - t_read).count() /
+          n);
+      }
+      return true;
+    };
+    Status st;
+    bool client_gone = false;
+    if (d == dialect::openengine) {
+      auto req = in;
+      req.set_request_id(id);
+      auto reader = r_.oe_inference->Generate(&ectx, req);
+      oe::GenerateResponse resp;
+      while (reader->Read(&resp)) {
+        t_read = clock_type::now();
+        auto n = resp.has_token()
+                   ? static_cast<uint32_t>(resp.token().tokens_size())
+                   : 0;
+        if (!deliver(resp, n)) {
+          client_gone = true;
+          ectx.TryCancel();
+          break;
+        }
+      }
+      st = reader->Finish();
+    } else {
+      if (in.has_prompt())
+        return {StatusCode::INVALID_ARGUMENT,
+                "text prompts are not supported; send token_ids"};
+      if (in.kv().has_session())
+        return {StatusCode::UNIMPLEMENTED,
+                "KV sessions are not relayed to vLLM engines yet"};
+      vllm::GenerateRequest req;
+      req.set_request_id(id);
+      req.set_model(in.model());
+      *req.mutable_token_ids()->mutable_ids() = in.token_ids().ids();
+      const auto& stop = in.stopping();
+      req.mutable_stopping()->set_max_new_tokens(
+        stop.has_max_tokens() ? stop.max_tokens() : 16);
+      for (const auto& c : stop.conditions())
+        if (c.has_stop_token_id())
+          req.mutable_stopping()->add_stop_token_ids(c.stop_token_id());
+      if (in.sampling().has_seed())
+        req.mutable_sampling()->set_seed(
+          static_cast<int64_t>(in.sampling().seed()));
+      if (in.sampling().has_temperature())
+        req.set_temperature(static_cast<float>(in.sampling().temperature()));
+      auto reader = r_.vllm_inference->GenerateStream(&ectx, req);
+      vllm::GenerateResponse resp;
+      bool first = true;
+      uint32_t prompt_tokens = 0;
+      while (reader->Read(&resp)) {
+        t_read = clock_type::now();
+        oe::GenerateResponse out;
+        out.set_request_id(id);
+        bool ok = true;
+        if (first) {
+          first = false;
+          prompt_tokens = resp.prompt_info().num_prompt_tokens();
+          out.mutable_prompt()->set_num_prompt_tokens(prompt_tokens);
+          ok = deliver(out, 0);
+          out.Clear();
+          out.set_request_id(id);
+        }
+        const auto& seq = resp.outputs();
+        if (ok && seq.token_ids_size() > 0) {
+          auto* t = out.mutable_token();
+          t->set_output_index(seq.index());
+          for (auto tok : seq.token_ids())
+            t->add_tokens()->set_token_id(tok);
+          ok = deliver(out, static_cast<uint32_t>(seq.token_ids_size()));
+        }
+        if (ok && seq.has_finish_info()) {
+          oe::GenerateResponse fin;
+          fin.set_request_id(id);
+          fin.mutable_finished()->set_reason(
+            from_vllm(seq.finish_info().finish_reason()));
+          auto* u = fin.mutable_usage();
+          u->set_prompt_tokens(prompt_tokens);
+          u->set_completion_tokens(seq.finish_info().num_output_tokens());
+          u->set_total_tokens(prompt_tokens +
+                              seq.finish_info().num_output_tokens());
+          ok = deliver(fin, 0);
+        }
+        if (!ok) {
+          client_gone = true;
+          ectx.TryCancel();
+          break;
+        }
+      }
+      st = reader->Finish();
+    }
+    if (client_gone || ctx->IsCancelled()) {
+      // Dropping a stream does not stop a vLLM request: abort it.
+      r_.abort_on_engine(id);
+      r_.m.cancelled.inc();
+      return {StatusCode::CANCELLED, "cancelled by the client"};
+    }
+    if (st.ok()) {
+      r_.m.ok.inc();
+      return st;
+    }
+    if (broke(st)) {
+      r_.m.broken.inc();
+      return {StatusCode::UNAVAILABLE, "engine stream broke after " +
+                                         std::to_string(tokens) +
+                                         " tokens: " + st.error_message()};
+    }
+    r_.m.failed.inc();
+    return st; // the engine's verdict on the request, as it gave it
+  }
+
+  relay::impl& r_;
+};
+
+class control final : public oe::Control::Service {
+ public:
+  explicit control(relay::impl& r) : r_(r) {}
+
+  Status GetServerInfo(ServerContext*, const oe::GetServerInfoRequest*,
+                       oe::ServerInfo* out) override {
+    engine_info info;
+    if (auto err = r_.server_info(info); !err.empty())
+      return {StatusCode::UNAVAILABLE, err};
+    out->set_engine_name("outrider-sidecar (" + info.protocol + ")");
+    out->set_instance_id(info.instance_id);
+    out->set_engine_role(info.role == "prefill"  ? oe::ENGINE_ROLE_PREFILL
+                         : info.role == "decode" ? oe::ENGINE_ROLE_DECODE
+                                                 : oe::ENGINE_ROLE_AGGREGATED);
+    out->add_supported_models(info.model);
+    out->mutable_parallelism()->set_data_parallel_size(info.data_parallel_size);
+    out->set_schema_revision(1);
+    out->set_minimum_client_revision(1);
+    out->set_schema_release("v1");
+    out->mutable_capacity()->set_kv_block_size(info.kv_block_size);
+    out->mutable_capacity()->set_total_kv_blocks(info.total_kv_blocks);
+    return Status::OK;
+  }
+
+  Status GetModelInfo(ServerContext*, const oe::GetModelInfoRequest*,
+                      oe::ModelInfo* out) override {
+    engine_info info;
+    if (auto err = r_.server_info(info); !err.empty())
+      return {StatusCode::UNAVAILABLE, err};
+    out->set_model_id(info.model);
+    out->set_served_model_name(info.model);
+    return Status::OK;
+  }
+
+  Status GetLoad(ServerContext*, const oe::GetLoadRequest* in,
+                 oe::LoadInfo* out) override {
+    if (r_.resolve() == dialect::openengine) {
+      grpc::ClientContext ectx;
+      ectx.set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::seconds{2});
+      return r_.oe_control->GetLoad(&ectx, *in, out);
+    }
+    // vLLM reports no load: what the relay itself carries.
+    out->set_running_requests(
+      static_cast<uint32_t>(std::max(0.0, r_.m.inflight.value())));
+    return Status::OK;
+  }
+
+  Status Health(ServerContext*, const oe::HealthRequest*,
+                oe::HealthResponse* out) override {
+    out->set_state(r_.cfg.health->shutting_down() ? oe::HEALTH_STATE_DRAINING
+                   : r_.cfg.health->ready()       ? oe::HEALTH_STATE_READY
+                                                  : oe::HEALTH_STATE_NOT_READY);
+    return Status::OK;
+  }
+
+  Status Abort(ServerContext*, const oe::AbortRequest* in,
+               oe::AbortResponse* out) override {
+    if (in->target_case() != oe::AbortRequest::kRequestId)
+      return {StatusCode::UNIMPLEMENTED, "only aborts by request_id"};
+    std::string err;
+    {
+      std::lock_guard<std::mutex> guard{r_.adapter_mtx};
+      err = r_.adapter->abort(in->request_id());
+    }
+    if (!err.empty())
+      return {StatusCode::NOT_FOUND, err};
+    out->set_status(oe::ABORT_STATUS_ABORTED);
+    return Status::OK;
+  }
+
+  Status SubscribeKvEvents(
+    ServerContext* ctx, const oe::SubscribeKvEventsRequest* in,
+    grpc::ServerWriter<oe::SubscribeKvEventsResponse>* w) override {
+    std::set<int> ranks(in->data_parallel_ranks().begin(),
+                        in->data_parallel_ranks().end());
+    auto sub = std::make_shared<kv_subscription>(ranks, 10000);
+    if (in->include_snapshot()) {
+      auto idx = indexer::current_indexer(*r_.cfg.sys);
+      if (!idx)
+        return {StatusCode::UNAVAILABLE, "the index is restarting"};
+      auto hub = r_.cfg.hub;
+      indexer::snapshot_callback cb = [sub, hub](auto snapshot) {
+        for (auto& b : snapshot)
+          if (sub->wants(b->rank))
+            sub->push(std::move(b));
+        hub->subscribe(sub, std::nullopt);
+      };
+      caf::scoped_actor self{*r_.cfg.sys};
+      bool ok = false;
+      self
+        ->request(idx, std::chrono::seconds{5}, indexer::subscribe_atom::value,
+                  cb)
+        .receive([&](bool) { ok = true; }, [&](caf::error&) {});
+      if (!ok)
+        return {StatusCode::UNAVAILABLE, "the index did not answer"};
+    } else {
+      std::optional<uint64_t> start;
+      if (in->has_start_sequence_number())
+        start = in->start_sequence_number();
+      if (!r_.cfg.hub->subscribe(sub, start))
+        return {StatusCode::OUT_OF_RANGE,
+                "the sidecar no longer has batches from sequence " +
+                  std::to_string(*start) +
+                  "; resubscribe with include_snapshot"};
+    }
+    while (!ctx->IsCancelled() && !r_.stopping) {
+      for (const auto& b : sub->wait(std::chrono::milliseconds{100})) {
+        oe::SubscribeKvEventsResponse resp;
+        auto* out = resp.mutable_batch();
+        out->set_sequence_number(b->seq);
+        out->set_data_parallel_rank(static_cast<uint32_t>(b->rank));
+        for (const auto& ev : b->events)
+          kv::to_proto(ev, out->add_events());
+        if (!w->Write(resp))
+          return Status::OK;
+      }
+      if (sub->overflowed()) {
+        oe::SubscribeKvEventsResponse resp;
+        auto* err = resp.mutable_error();
+        err->set_code(oe::ERROR_CODE_OVERLOADED);
+        err->set_message("subscriber too slow; resubscribe with a snapshot");
+        err->set_retryable(true);
+        w->Write(resp);
+        return Status::OK;
+      }
+    }
+    return Status::OK;
+  }
+
+ private:
+  relay::impl& r_;
+};
+
+} // namespace
+
+relay::relay(relay_config cfg) : impl_(std::make_unique<impl>()) {
+  impl_->cfg = std::move(cfg);
+  impl_->channel = grpc::CreateChannel(impl_->cfg.engine_endpoint,
+                                       grpc::InsecureChannelCredentials());
+  impl_->oe_inference = oe::Inference::NewStub(impl_->channel);
+  impl_->oe_control = oe::Control::NewStub(impl_->channel);
+  impl_->vllm_inference = vllm::Inference::NewStub(impl_->channel);
+  impl_->adapter =
+    make_engine_adapter(impl_->cfg.engine_protocol, impl_->cfg.engine_endpoint);
+  impl_->inference_service = std::make_unique<inference>(*impl_);
+  impl_->control_service = std::make_unique<control>(*impl_);
+}
+
+relay::~relay() {
+  stop();
+}
+
+std::string relay::start() {
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(impl_->cfg.listen, grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterService(impl_->inference_service.get());
+  builder.RegisterService(impl_->control_service.get());
+  impl_->server = builder.BuildAndStart();
+  if (!impl_->server || port == 0)
+    return "relay: cannot listen on " + impl_->cfg.listen;
+  spdlog::info("relay: serving OpenEngine on {}", impl_->cfg.listen);
+  return {};
+}
+
+void relay::stop() {
+  impl_->stopping = true;
+  if (impl_->server) {
+    impl_->server->Shutdown(std::chrono::system_clock::now() +
+                            std::chrono::seconds{1});
+    impl_->server.reset();
+  }
+}
+
+} // namespace outrider::sidecar

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <caf/fwd.hpp>
+
+#include "actors/sidecar/event_hub.hpp"
+#include "runtime/status.hpp"
+
+namespace grpc {
+class Server;
+}
+
+namespace outrider::sidecar {
+
+struct relay_config {
+  std::string listen; // host:port for routers
+  std::string engine_endpoint;
+  std::string engine_protocol; // auto, openengine, vllm
+  std::shared_ptr<event_hub> hub;
+  std::shared_ptr<runtime::health_state> health;
+  caf::actor_system* sys = nullptr; // to reach the indexer
+};
+
+/// The sidecar's OpenEngine server for routers: `Inference.Generate`
+/// relayed to the engine (OpenEngine passed through, vLLM translated) with
+/// tokens streamed back; the read-only Control calls; and
+/// `Control.SubscribeKvEvents` from the sidecar's own index (snapshot, then
+/// live; resume by sequence number while the history lasts).
+///
+/// Client cancellation aborts the request on the engine. An engine stream
+/// that breaks mid-generation ends with UNAVAILABLE ("engine stream broke"):
+/// a router may migrate the request.
+class relay {
+ public:
+  explicit relay(relay_config cfg);
+  ~relay();
+  /// Error text, or empty once listening.
+  std::string start();
+  void stop();
+
+  struct impl; // public for the services in relay.cpp
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace outrider::sidecar
