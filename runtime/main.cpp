@@ -52,6 +52,7 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
                                                     : o.get_string("worker-id");
   cfg.relay_endpoint =
     o.get_string("relay-host") + ":" + std::to_string(o.get_int("relay-port"));
+  cfg.shutdown_engine_on_gap = o.get_string("on-kv-gap") == "shutdown-engine";
   cfg.health = ctx.health;
   cfg.zmq = zmq_ctx;
   auto control = ctx.control;
@@ -98,9 +99,9 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
        return caf::actor_cast<caf::actor>(indexer::spawn_indexer(sys, icfg));
      }},
     {"registrar",
-     [disc, ttl](caf::actor_system& sys) {
+     [disc, ttl, id = cfg.worker_id](caf::actor_system& sys) {
        return caf::actor_cast<caf::actor>(
-         registrar::spawn_registrar(sys, disc, ttl));
+         registrar::spawn_registrar(sys, disc, ttl, id));
      }},
     {"lifecycle",
      [cfg](caf::actor_system& sys) {

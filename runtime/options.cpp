@@ -78,6 +78,10 @@ std::vector<option_spec> make_specs() {
     make("engine-protocol", ot::string, "auto",
          "the engine's gRPC dialect (auto: OpenEngine, else vLLM)",
          "--engine-protocol vllm", {"auto", "openengine", "vllm"}),
+    make("on-kv-gap", ot::string, "reset",
+         "when the engine's replay cannot cover a gap: reset the rank, or "
+         "also shut the engine down (vLLM) so it restarts clean",
+         "--on-kv-gap shutdown-engine", {"reset", "shutdown-engine"}),
     make("data-dir", ot::string, "./outrider-data",
          "sidecar: where the KV index lives (RocksDB)",
          "--data-dir /var/lib/outrider"),

@@ -25,6 +25,7 @@ struct registrar_state {
   caf::actor_system* sys = nullptr;
   std::shared_ptr<cluster::discovery> disc;
   std::chrono::milliseconds ttl{10000};
+  std::string worker_id; // ours, known before the first registration
   cluster::worker_record record;
   bool registered = false;
   uint64_t generation = 0; // invalidates keep-alive timers
@@ -36,8 +37,10 @@ using self_ptr = registrar_actor::stateful_pointer<registrar_state>;
 
 registrar_actor::behavior_type registrar(self_ptr self,
                                          std::shared_ptr<cluster::discovery> d,
-                                         std::chrono::milliseconds ttl) {
+                                         std::chrono::milliseconds ttl,
+                                         std::string worker_id) {
   auto& st = self->state;
+  st.worker_id = std::move(worker_id);
   st.sys = &self->system();
   st.disc = std::move(d);
   st.ttl = ttl;
@@ -63,13 +66,18 @@ registrar_actor::behavior_type registrar(self_ptr self,
     [=](deregister_atom) {
       auto& st = self->state;
       ++st.generation;
-      if (!st.registered)
-        return;
+      bool was = st.registered;
       st.registered = false;
       st.gauge->set(0);
-      if (auto err = st.disc->remove(st.record.worker_id); !err.empty())
-        spdlog::error("registrar: {}", err);
-      spdlog::info("registrar: deregistered {}", st.record.worker_id);
+      // Also withdraws a record a crashed predecessor with our id left.
+      if (!st.record.worker_id.empty() || !st.worker_id.empty()) {
+        auto id =
+          st.record.worker_id.empty() ? st.worker_id : st.record.worker_id;
+        if (auto err = st.disc->remove(id); !err.empty())
+          spdlog::error("registrar: {}", err);
+      }
+      if (was)
+        spdlog::info("registrar: deregistered {}", st.record.worker_id);
     },
     [=](keepalive_atom, uint64_t gen) {
       auto& st = self->state;
@@ -90,8 +98,9 @@ registrar_actor::behavior_type registrar(self_ptr self,
 
 registrar_actor spawn_registrar(caf::actor_system& sys,
                                 std::shared_ptr<cluster::discovery> disc,
-                                std::chrono::milliseconds ttl) {
-  return sys.spawn(registrar, std::move(disc), ttl);
+                                std::chrono::milliseconds ttl,
+                                std::string worker_id) {
+  return sys.spawn(registrar, std::move(disc), ttl, std::move(worker_id));
 }
 
 registrar_actor current_registrar(caf::actor_system& sys) {

@@ -15,7 +15,8 @@ using keepalive_atom = caf::atom_constant<caf::atom("keepalive")>;
 using registered_atom = caf::atom_constant<caf::atom("registered")>;
 
 /// Publishes the worker's record in discovery and keeps its lease alive
-/// (every TTL/3); withdraws it on `deregister` and when the actor stops.
+/// (every TTL/3); withdraws it on `deregister` (also a record with our
+/// worker id that a crashed predecessor left) and when the actor stops.
 /// Registers itself as "registrar" in the actor registry.
 using registrar_actor =
   caf::typed_actor<caf::reacts_to<register_atom, cluster::worker_record>,
@@ -25,7 +26,8 @@ using registrar_actor =
 
 registrar_actor spawn_registrar(caf::actor_system& sys,
                                 std::shared_ptr<cluster::discovery> disc,
-                                std::chrono::milliseconds ttl);
+                                std::chrono::milliseconds ttl,
+                                std::string worker_id);
 
 /// The current registrar from the registry (null while restarting).
 registrar_actor current_registrar(caf::actor_system& sys);

@@ -91,6 +91,15 @@ class vllm_adapter final : public engine_adapter {
     return st.ok() ? std::string{} : describe(st);
   }
 
+  std::string shutdown() override {
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    vllm::ShutdownRequest req;
+    vllm::ShutdownResponse resp;
+    auto st = control_->Shutdown(&ctx, req, &resp);
+    return st.ok() ? std::string{} : describe(st);
+  }
+
  private:
   std::unique_ptr<vllm::Control::Stub> control_;
   std::string host_;
@@ -165,6 +174,10 @@ class openengine_adapter final : public engine_adapter {
     return st.ok() ? std::string{} : describe(st);
   }
 
+  std::string shutdown() override {
+    return "OpenEngine has no call to shut an engine down";
+  }
+
  private:
   std::unique_ptr<oe::Control::Stub> control_;
 };
@@ -197,6 +210,11 @@ class auto_adapter final : public engine_adapter {
 
   std::string abort(const std::string& id) override {
     return chosen_ ? chosen_->abort(id)
+                   : "the engine's protocol is not known yet";
+  }
+
+  std::string shutdown() override {
+    return chosen_ ? chosen_->shutdown()
                    : "the engine's protocol is not known yet";
   }
 

@@ -35,6 +35,8 @@ class engine_adapter {
   virtual std::string server_info(engine_info& out) = 0;
   virtual std::string kv_sources(std::vector<kv_source>& out) = 0;
   virtual std::string abort(const std::string& request_id) = 0;
+  /// Asks the engine process to stop (vLLM's Control.Shutdown).
+  virtual std::string shutdown() = 0;
 };
 
 /// `protocol`: openengine, vllm or auto (OpenEngine first, then vLLM).

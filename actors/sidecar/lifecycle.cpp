@@ -248,7 +248,22 @@ lifecycle_actor::behavior_type lifecycle(self_ptr self, lifecycle_config cfg) {
       reconcile(self);
     },
     [=](kv_gap_atom, int32_t rank) {
+      auto& st = self->state;
       spdlog::warn("sidecar: rank {} lost KV history; it was reset", rank);
+      if (!st.cfg.shutdown_engine_on_gap)
+        return;
+      // Stay deregistered until the engine is back as a new instance.
+      st.identified = false;
+      ++st.attempt;
+      reconcile(self);
+      spdlog::warn("sidecar: --on-kv-gap shutdown-engine: stopping the engine");
+      auto protocol = st.info.protocol;
+      auto endpoint = st.cfg.engine_endpoint;
+      std::thread([protocol, endpoint] {
+        auto err = make_engine_adapter(protocol, endpoint)->shutdown();
+        if (!err.empty())
+          spdlog::error("sidecar: cannot shut the engine down: {}", err);
+      }).detach();
     },
     [=](deadline_atom) {
       auto& st = self->state;

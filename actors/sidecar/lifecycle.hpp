@@ -46,6 +46,7 @@ struct lifecycle_config {
   std::chrono::milliseconds startup_deadline{600000};
   std::string worker_id;
   std::string relay_endpoint;
+  bool shutdown_engine_on_gap = false; // --on-kv-gap shutdown-engine
   std::shared_ptr<runtime::health_state> health;
   std::shared_ptr<zmq::context_t> zmq;
   /// Asks the process to exit (a missed startup deadline).

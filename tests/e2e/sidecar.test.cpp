@@ -301,3 +301,26 @@ TEST_CASE("garbage on the KV stream is counted and does no harm") {
   CHECK(side.get("/ready") == 200);
   CHECK(registered_as(side, id));
 }
+
+TEST_CASE("on-kv-gap shutdown-engine stops the engine after lost history") {
+  sim_process sim{{.buffer_steps = 3}};
+  REQUIRE(sim.wait_serving(10s));
+  auto dirs = std::make_shared<sidecar_dirs>();
+  std::vector<std::string> flags{"--on-kv-gap", "shutdown-engine",
+                                 "--engine-protocol", "vllm"};
+  auto side = std::make_unique<sidecar_process>(sim.endpoint(), dirs, flags);
+  auto id = instance_of(sim);
+  REQUIRE(eventually([&] { return registered_as(*side, id); }, 10s));
+  REQUIRE(generate(sim, 10, 9));
+  side->proc->signal(SIGKILL);
+  REQUIRE(side->proc->wait(5s));
+  for (uint32_t i = 0; i < 8; ++i)
+    REQUIRE(generate(sim, 1000 + 100 * i, 9));
+  side = std::make_unique<sidecar_process>(sim.endpoint(), dirs, flags);
+  // The engine is told to stop (it exits cleanly); the worker stays
+  // unregistered meanwhile.
+  auto code = sim.proc->wait(10s);
+  REQUIRE(code);
+  CHECK(*code == 0);
+  CHECK(side->records().empty());
+}
