@@ -14,54 +14,148 @@ void put_be(std::string& out, uint64_t v, int bytes) {
     out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
-uint64_t get_be(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i)
-    v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
+// Reads big-endian integers from a value, refusing to run past its end.
+struct reader {
+  const char* p;
+  const char* end;
+  bool ok = true;
+  uint64_t get(int bytes) {
+    if (end - p < bytes) {
+      ok = false;
+      return 0;
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; ++i)
+      v = (v << 8) | static_cast<unsigned char>(*p++);
+    return v;
+  }
+  bool done() const { return p == end; }
+};
 
-std::string block_prefix(int rank) {
-  std::string k = "b";
+std::string key(char kind, int rank) {
+  std::string k(1, kind);
   put_be(k, static_cast<uint32_t>(rank), 4);
   return k;
 }
 
-std::string block_key(int rank, uint64_t hash) {
-  auto k = block_prefix(rank);
-  put_be(k, hash, 8);
+std::string log_key(int rank, uint64_t seq) {
+  auto k = key('l', rank);
+  put_be(k, seq, 8);
   return k;
 }
 
-std::string seq_key(int rank) {
-  std::string k = "s";
-  put_be(k, static_cast<uint32_t>(rank), 4);
-  return k;
+void put_tokens(std::string& out, const std::vector<uint32_t>& tokens) {
+  put_be(out, tokens.size(), 4);
+  for (auto t : tokens)
+    put_be(out, t, 4);
 }
 
-// [has_parent(1) parent(8)] tokens(4 each, big-endian)
-std::string encode_block(const block_info& b) {
-  std::string v;
-  v.reserve(9 + 4 * b.token_ids.size());
-  v.push_back(b.parent ? 1 : 0);
-  put_be(v, b.parent.value_or(0), 8);
-  for (auto t : b.token_ids)
-    put_be(v, t, 4);
-  return v;
-}
-
-bool decode_block(const rocksdb::Slice& v, block_info& out) {
-  if (v.size() < 9 || (v.size() - 9) % 4 != 0)
+bool get_tokens(reader& r, std::vector<uint32_t>& out) {
+  auto n = r.get(4);
+  if (!r.ok || static_cast<uint64_t>(r.end - r.p) < n * 4)
     return false;
-  if (v.data()[0])
-    out.parent = get_be(v.data() + 1, 8);
-  for (size_t off = 9; off < v.size(); off += 4)
-    out.token_ids.push_back(static_cast<uint32_t>(get_be(v.data() + off, 4)));
-  return true;
+  out.reserve(n);
+  for (uint64_t i = 0; i < n; ++i)
+    out.push_back(static_cast<uint32_t>(r.get(4)));
+  return r.ok;
+}
+
+// Log record: per event a tag (1 stored, 2 removed, 3 cleared) and fields.
+std::string encode_events(const std::vector<kv::kv_event>& events) {
+  std::string out;
+  for (const auto& ev : events) {
+    if (auto* s = std::get_if<kv::block_stored>(&ev)) {
+      out.push_back(1);
+      put_be(out, s->block_hashes.size(), 4);
+      for (auto h : s->block_hashes)
+        put_be(out, h, 8);
+      out.push_back(s->parent_block_hash ? 1 : 0);
+      put_be(out, s->parent_block_hash.value_or(0), 8);
+      put_be(out, s->block_size, 4);
+      put_tokens(out, s->token_ids);
+    } else if (auto* r = std::get_if<kv::block_removed>(&ev)) {
+      out.push_back(2);
+      put_be(out, r->block_hashes.size(), 4);
+      for (auto h : r->block_hashes)
+        put_be(out, h, 8);
+    } else {
+      out.push_back(3);
+    }
+  }
+  return out;
+}
+
+bool decode_events(const rocksdb::Slice& v, std::vector<kv::kv_event>& out) {
+  reader r{v.data(), v.data() + v.size()};
+  while (r.ok && !r.done()) {
+    auto tag = r.get(1);
+    if (tag == 1 || tag == 2) {
+      auto n = r.get(4);
+      if (!r.ok || static_cast<uint64_t>(r.end - r.p) < n * 8)
+        return false;
+      std::vector<uint64_t> hashes;
+      for (uint64_t i = 0; i < n; ++i)
+        hashes.push_back(r.get(8));
+      if (tag == 2) {
+        out.push_back(kv::block_removed{std::move(hashes)});
+        continue;
+      }
+      kv::block_stored s;
+      s.block_hashes = std::move(hashes);
+      bool has_parent = r.get(1) != 0;
+      auto parent = r.get(8);
+      if (has_parent)
+        s.parent_block_hash = parent;
+      s.block_size = static_cast<uint32_t>(r.get(4));
+      if (!get_tokens(r, s.token_ids))
+        return false;
+      out.push_back(std::move(s));
+    } else if (tag == 3) {
+      out.push_back(kv::all_blocks_cleared{});
+    } else {
+      return false;
+    }
+  }
+  return r.ok;
+}
+
+// Snapshot: per block hash, parent flag and value, tokens.
+std::string encode_snapshot(const local_index::rank_map& blocks) {
+  std::string out;
+  out.reserve(blocks.size() * 96);
+  for (const auto& [hash, b] : blocks) {
+    put_be(out, hash, 8);
+    out.push_back(b.parent ? 1 : 0);
+    put_be(out, b.parent.value_or(0), 8);
+    put_tokens(out, b.token_ids);
+  }
+  return out;
+}
+
+bool decode_snapshot(const std::string& v, int rank, local_index& index) {
+  reader r{v.data(), v.data() + v.size()};
+  while (r.ok && !r.done()) {
+    block_info b;
+    auto hash = r.get(8);
+    bool has_parent = r.get(1) != 0;
+    auto parent = r.get(8);
+    if (has_parent)
+      b.parent = parent;
+    if (!get_tokens(r, b.token_ids))
+      return false;
+    index.put(rank, hash, std::move(b));
+  }
+  return r.ok;
 }
 
 std::string status_text(const rocksdb::Status& s) {
   return s.ok() ? std::string{} : "rocksdb: " + s.ToString();
+}
+
+std::string seq_value(uint64_t next_seq) {
+  std::string v;
+  put_be(v, next_seq, 8);
+  return v;
 }
 
 } // namespace
@@ -73,6 +167,7 @@ std::string index_store::open(const std::string& dir) {
   rocksdb::Options opts;
   opts.create_if_missing = true;
   opts.IncreaseParallelism(2);
+  opts.write_buffer_size = 64 << 20;
   rocksdb::DB* db = nullptr;
   auto s = rocksdb::DB::Open(opts, dir, &db);
   if (!s.ok())
@@ -88,19 +183,26 @@ recovered_state index_store::load() const {
     out.instance_id = id;
   std::unique_ptr<rocksdb::Iterator> it{db_->NewIterator({})};
   for (it->Seek("s"); it->Valid() && it->key().starts_with("s"); it->Next()) {
-    if (it->key().size() != 5 || it->value().size() != 8)
-      continue;
-    out.next_seq[static_cast<int>(get_be(it->key().data() + 1, 4))] =
-      get_be(it->value().data(), 8);
+    reader k{it->key().data() + 1, it->key().data() + it->key().size()};
+    reader v{it->value().data(), it->value().data() + it->value().size()};
+    auto rank = static_cast<int>(k.get(4));
+    auto next = v.get(8);
+    if (k.ok && v.ok)
+      out.next_seq[rank] = next;
   }
-  for (it->Seek("b"); it->Valid() && it->key().starts_with("b"); it->Next()) {
-    if (it->key().size() != 13)
-      continue;
-    block_info b;
-    if (!decode_block(it->value(), b))
-      continue;
-    out.index.put(static_cast<int>(get_be(it->key().data() + 1, 4)),
-                  get_be(it->key().data() + 5, 8), std::move(b));
+  // Snapshots first, then the log after them, in sequence order.
+  for (it->Seek("p"); it->Valid() && it->key().starts_with("p"); it->Next()) {
+    reader k{it->key().data() + 1, it->key().data() + it->key().size()};
+    auto rank = static_cast<int>(k.get(4));
+    if (k.ok)
+      decode_snapshot(it->value().ToString(), rank, out.index);
+  }
+  for (it->Seek("l"); it->Valid() && it->key().starts_with("l"); it->Next()) {
+    reader k{it->key().data() + 1, it->key().data() + it->key().size()};
+    auto rank = static_cast<int>(k.get(4));
+    std::vector<kv::kv_event> events;
+    if (k.ok && decode_events(it->value(), events))
+      out.index.apply(rank, events);
   }
   return out;
 }
@@ -108,44 +210,34 @@ recovered_state index_store::load() const {
 std::string index_store::apply(int rank, uint64_t next_seq,
                                const std::vector<kv::kv_event>& events) {
   rocksdb::WriteBatch batch;
-  for (const auto& ev : events) {
-    if (auto* s = std::get_if<kv::block_stored>(&ev)) {
-      auto parent = s->parent_block_hash;
-      for (size_t i = 0; i < s->block_hashes.size(); ++i) {
-        auto first =
-          s->token_ids.begin() + static_cast<ptrdiff_t>(i * s->block_size);
-        block_info b{parent, {first, first + s->block_size}};
-        batch.Put(block_key(rank, s->block_hashes[i]), encode_block(b));
-        parent = s->block_hashes[i];
-      }
-    } else if (auto* r = std::get_if<kv::block_removed>(&ev)) {
-      for (auto h : r->block_hashes)
-        batch.Delete(block_key(rank, h));
-    } else {
-      auto from = block_prefix(rank);
-      auto to = block_prefix(rank + 1);
-      batch.DeleteRange(from, to);
-    }
-  }
-  std::string seq;
-  put_be(seq, next_seq, 8);
-  batch.Put(seq_key(rank), seq);
+  batch.Put(log_key(rank, next_seq - 1), encode_events(events));
+  batch.Put(key('s', rank), seq_value(next_seq));
+  return status_text(db_->Write(rocksdb::WriteOptions{}, &batch));
+}
+
+std::string index_store::compact(int rank, const local_index::rank_map& blocks,
+                                 uint64_t next_seq) {
+  rocksdb::WriteBatch batch;
+  batch.Put(key('p', rank), encode_snapshot(blocks));
+  batch.DeleteRange(log_key(rank, 0), log_key(rank, next_seq));
   return status_text(db_->Write(rocksdb::WriteOptions{}, &batch));
 }
 
 std::string index_store::reset_rank(int rank, uint64_t next_seq) {
   rocksdb::WriteBatch batch;
-  batch.DeleteRange(block_prefix(rank), block_prefix(rank + 1));
-  std::string seq;
-  put_be(seq, next_seq, 8);
-  batch.Put(seq_key(rank), seq);
+  batch.DeleteRange(key('l', rank), key('l', rank + 1));
+  batch.Delete(key('p', rank));
+  batch.Put(key('s', rank), seq_value(next_seq));
   return status_text(db_->Write(rocksdb::WriteOptions{}, &batch));
 }
 
 std::string index_store::reset(const std::string& instance_id) {
   rocksdb::WriteBatch batch;
-  batch.DeleteRange("b", "c");
-  batch.DeleteRange("s", "t");
+  for (const char* range : {"l", "p", "s"}) {
+    std::string from(range);
+    std::string to(1, static_cast<char>(range[0] + 1));
+    batch.DeleteRange(from, to);
+  }
   batch.Put("instance_id", instance_id);
   return status_text(db_->Write(rocksdb::WriteOptions{}, &batch));
 }

@@ -22,11 +22,14 @@ struct recovered_state {
   local_index index;
 };
 
-/// The sidecar's durable index in RocksDB: one key per block
-/// (`b` rank hash -> parent, tokens) and per-rank sequence numbers, written
-/// together in one atomic batch per applied event batch. The database is the
-/// snapshot; RocksDB's log and compaction keep it small and crash-safe (a
-/// killed process loses nothing it wrote).
+/// The sidecar's durable index in RocksDB, as a log plus snapshots:
+/// - each applied batch is one log record (`l` rank seq -> the events) written
+///   atomically with the rank's next sequence number (`s` rank);
+/// - `compact` writes a rank's whole index as one snapshot value (`p` rank)
+///   and drops the log records it covers.
+/// One write per batch keeps the hot path cheap (bench/kv_apply); recovery
+/// is the snapshot plus the log after it. A killed process loses nothing it
+/// wrote (RocksDB's write-ahead log).
 class index_store {
  public:
   index_store();
@@ -46,6 +49,10 @@ class index_store {
   std::string reset_rank(int rank, uint64_t next_seq);
   /// Forgets everything and starts over for a new engine instance.
   std::string reset(const std::string& instance_id);
+  /// Writes `blocks` (the rank's whole index at `next_seq`) as its snapshot
+  /// and drops the log before it.
+  std::string compact(int rank, const local_index::rank_map& blocks,
+                      uint64_t next_seq);
 
  private:
   std::unique_ptr<rocksdb::DB> db_;

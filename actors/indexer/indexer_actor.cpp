@@ -10,6 +10,8 @@ namespace outrider::indexer {
 
 namespace {
 
+constexpr uint64_t compaction_interval = 10000; // batches per rank
+
 struct indexer_state {
   indexer_state() = default;
   ~indexer_state() {
@@ -22,6 +24,7 @@ struct indexer_state {
   local_index index;
   std::string instance_id;
   std::map<int, uint64_t> next_seq;
+  std::map<int, uint64_t> since_compaction;
   runtime::counter* batches = nullptr;
   runtime::counter* stale = nullptr;
   static inline const char* name = "indexer";
@@ -112,6 +115,14 @@ indexer_actor::behavior_type behavior(self_ptr self) {
       }
       st.next_seq[b->rank] = b->seq + 1;
       count(st.index.apply(b->rank, b->events));
+      // Fold the log into a snapshot now and then; recovery stays short.
+      if (++st.since_compaction[b->rank] >= compaction_interval) {
+        st.since_compaction[b->rank] = 0;
+        if (auto err = st.store.compact(b->rank, st.index.ranks().at(b->rank),
+                                        b->seq + 1);
+            !err.empty())
+          spdlog::error("indexer: {}", err);
+      }
       st.batches->inc();
       if (st.cfg.listener)
         st.cfg.listener->on_batch(*b);
