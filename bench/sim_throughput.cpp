@@ -3,18 +3,14 @@
 // engine core stepped in process with no RPC at all.
 //
 //   build/bench/sim_throughput [path/to/outrider-sim]
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
+#include "bench/stream_load.hpp"
 #include "sim/engine_core.hpp"
 #include "tests/e2e/process.hpp"
-#include "vllm.grpc.pb.h"
 
 using namespace outrider;
 using clock_type = std::chrono::steady_clock;
@@ -52,44 +48,6 @@ double core_rate(int streams, int rounds) {
          std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-// Tokens per second streamed over gRPC by `streams` client threads.
-double rpc_rate(const std::string& endpoint, int streams, int rounds) {
-  auto channel =
-    grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
-  auto stub = vllm::Inference::NewStub(channel);
-  std::atomic<uint64_t> tokens{0};
-  std::atomic<int> errors{0};
-  auto t0 = clock_type::now();
-  std::vector<std::thread> threads;
-  for (int s = 0; s < streams; ++s)
-    threads.emplace_back([&, s] {
-      for (int r = 0; r < rounds; ++r) {
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::seconds{120});
-        vllm::GenerateRequest req;
-        auto p = prompt_for(s, r);
-        req.mutable_token_ids()->mutable_ids()->Add(p.begin(), p.end());
-        req.mutable_stopping()->set_max_new_tokens(max_tokens);
-        auto reader = stub->GenerateStream(&ctx, req);
-        vllm::GenerateResponse resp;
-        uint64_t n = 0;
-        while (reader->Read(&resp))
-          n += static_cast<uint64_t>(resp.outputs().token_ids_size());
-        if (!reader->Finish().ok() || n != max_tokens)
-          errors.fetch_add(1);
-        tokens.fetch_add(n);
-      }
-    });
-  for (auto& t : threads)
-    t.join();
-  if (errors.load() > 0)
-    std::fprintf(stderr, "warning: %d streams failed or were short\n",
-                 errors.load());
-  return static_cast<double>(tokens.load()) /
-         std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
 // What the timing model allows at speed-up 1 for `streams` decoding at once
 // (one decode step per token, KV use of the reference 16384 x 64 blocks).
 double model_rate(int streams) {
@@ -107,10 +65,7 @@ int main(int argc, char** argv) {
   test::child_process sim{{sim_bin, "--grpc-port", std::to_string(port),
                            "--no-sleep", "--max-num-seqs", "256"}};
   auto endpoint = "127.0.0.1:" + std::to_string(port);
-  auto channel =
-    grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() +
-                                 std::chrono::seconds{10})) {
+  if (!bench::wait_connected(endpoint)) {
     std::fprintf(stderr, "outrider-sim did not start\n");
     return 1;
   }
@@ -121,7 +76,8 @@ int main(int argc, char** argv) {
   for (int streams : {1, 64, 256}) {
     int rounds = streams == 1 ? 20 : (streams == 64 ? 3 : 1);
     double core = core_rate(streams, rounds);
-    double rpc = rpc_rate(endpoint, streams, rounds);
+    double rpc = bench::stream_rate(endpoint, bench::api::vllm, streams,
+                                    rounds, prompt_len, max_tokens);
     double model = model_rate(streams);
     std::printf("%8d %14.0f %14.0f %10.2f %16.0f %10.1f\n", streams, core, rpc,
                 rpc / core, model, rpc / model);
