@@ -6,10 +6,9 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <msgpack.hpp>
 #include <string>
 #include <vector>
-
-#include <msgpack.hpp>
 
 #include "actors/indexer/index_store.hpp"
 #include "actors/indexer/local_index.hpp"
@@ -117,9 +116,9 @@ int main(int argc, char** argv) {
               rate(parse_s), 1.0);
   std::printf("%-34s %14.0f %10.2f\n", "decode (checked)", rate(decode_s),
               parse_s / decode_s);
-  std::printf("%-34s %14.0f %10.2f\n", "decode + apply (memory)",
-              rate(apply_s), parse_s / apply_s);
-  std::printf("%-34s %14.0f %10.2f\n", "decode + apply + RocksDB log", rate(durable_s),
-              parse_s / durable_s);
+  std::printf("%-34s %14.0f %10.2f\n", "decode + apply (memory)", rate(apply_s),
+              parse_s / apply_s);
+  std::printf("%-34s %14.0f %10.2f\n", "decode + apply + RocksDB log",
+              rate(durable_s), parse_s / durable_s);
   return 0;
 }

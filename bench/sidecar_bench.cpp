@@ -37,18 +37,26 @@ struct sim_proc {
   std::unique_ptr<test::child_process> proc;
   // `real_time`: the timing model at speed 1 instead of no-sleep.
   explicit sim_proc(bool events, bool real_time = false) {
-    std::vector<std::string> args{
-      sim_bin, "--grpc-port", std::to_string(grpc), "--max-num-seqs", "256",
-      "--max-num-batched-tokens", "65536", "--block-size", "16",
-      "--num-gpu-blocks-override", "120000"};
+    std::vector<std::string> args{sim_bin,
+                                  "--grpc-port",
+                                  std::to_string(grpc),
+                                  "--max-num-seqs",
+                                  "256",
+                                  "--max-num-batched-tokens",
+                                  "65536",
+                                  "--block-size",
+                                  "16",
+                                  "--num-gpu-blocks-override",
+                                  "120000"};
     args.push_back(real_time ? "--speedup=1" : "--no-sleep");
     if (events) {
-      nlohmann::json kv{{"enable_kv_cache_events", true},
-                        {"publisher", "zmq"},
-                        {"endpoint", "tcp://*:" + std::to_string(pub)},
-                        {"replay_endpoint", "tcp://*:" + std::to_string(replay)},
-                        {"topic", "kv"},
-                        {"buffer_steps", 200000}};
+      nlohmann::json kv{
+        {"enable_kv_cache_events", true},
+        {"publisher", "zmq"},
+        {"endpoint", "tcp://*:" + std::to_string(pub)},
+        {"replay_endpoint", "tcp://*:" + std::to_string(replay)},
+        {"topic", "kv"},
+        {"buffer_steps", 200000}};
       args.push_back("--kv-events-config");
       args.push_back(kv.dump());
     }
@@ -70,8 +78,8 @@ struct sidecar_proc {
       outrider_bin, "--role", "sidecar", "--engine-endpoint", engine,
       "--system-port", std::to_string(status), "--relay-port",
       std::to_string(relay), "--data-dir", (dir / "data").string(),
-      "--discovery-dir", (dir / "discovery").string(), "--worker-id",
-      "bench", "--log-level", "warn"});
+      "--discovery-dir", (dir / "discovery").string(), "--worker-id", "bench",
+      "--log-level", "warn"});
   }
   bool ready() const { return test::http_get(status, "/ready") == 200; }
   bool registered() const { return fs::exists(dir / "discovery/bench.json"); }
@@ -106,8 +114,8 @@ int main(int argc, char** argv) {
     outrider_bin = argv[1];
   if (argc > 2)
     sim_bin = argv[2];
-  auto base = fs::temp_directory_path()
-              / ("outrider-sidecar-bench-" + std::to_string(::getpid()));
+  auto base = fs::temp_directory_path() /
+              ("outrider-sidecar-bench-" + std::to_string(::getpid()));
   fs::create_directories(base);
 
   sim_proc sim{true};
@@ -124,14 +132,14 @@ int main(int argc, char** argv) {
 
   std::printf("1. relay throughput (OpenEngine streams, 128 prompt + 256 "
               "output tokens, engine in no-sleep mode)\n");
-  std::printf("%8s %14s %14s %12s\n", "streams", "direct tok/s",
-              "relay tok/s", "relay/direct");
+  std::printf("%8s %14s %14s %12s\n", "streams", "direct tok/s", "relay tok/s",
+              "relay/direct");
   for (int streams : {1, 64, 256}) {
     int rounds = streams == 1 ? 20 : (streams == 64 ? 3 : 1);
     double direct = bench::stream_rate(sim.endpoint(), bench::api::openengine,
                                        streams, rounds, 128, 256);
-    double relayed = bench::stream_rate(relay, bench::api::openengine,
-                                        streams, rounds, 128, 256);
+    double relayed = bench::stream_rate(relay, bench::api::openengine, streams,
+                                        rounds, 128, 256);
     std::printf("%8d %14.0f %14.0f %12.2f\n", streams, direct, relayed,
                 relayed / direct);
     std::fflush(stdout);
@@ -152,8 +160,8 @@ int main(int argc, char** argv) {
     for (int streams : {1, 64, 256}) {
       double direct = bench::stream_rate(
         timed.endpoint(), bench::api::openengine, streams, 1, 128, 128);
-      double relayed =
-        bench::stream_rate(trelay, bench::api::openengine, streams, 1, 128, 128);
+      double relayed = bench::stream_rate(trelay, bench::api::openengine,
+                                          streams, 1, 128, 128);
       std::printf("%8d %14.0f %14.0f %12.2f\n", streams, direct, relayed,
                   relayed / direct);
       std::fflush(stdout);

@@ -76,8 +76,8 @@ int main(int argc, char** argv) {
   for (int streams : {1, 64, 256}) {
     int rounds = streams == 1 ? 20 : (streams == 64 ? 3 : 1);
     double core = core_rate(streams, rounds);
-    double rpc = bench::stream_rate(endpoint, bench::api::vllm, streams,
-                                    rounds, prompt_len, max_tokens);
+    double rpc = bench::stream_rate(endpoint, bench::api::vllm, streams, rounds,
+                                    prompt_len, max_tokens);
     double model = model_rate(streams);
     std::printf("%8d %14.0f %14.0f %10.2f %16.0f %10.1f\n", streams, core, rpc,
                 rpc / core, model, rpc / model);

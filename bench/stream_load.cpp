@@ -18,8 +18,8 @@ namespace {
 std::vector<uint32_t> prompt_for(int stream, int n, unsigned len) {
   std::vector<uint32_t> p;
   for (uint32_t i = 0; i < len; ++i)
-    p.push_back(1 + (static_cast<uint32_t>(stream * 7919 + n * 104729) + i)
-                      % 31000);
+    p.push_back(1 + (static_cast<uint32_t>(stream * 7919 + n * 104729) + i) %
+                      31000);
   return p;
 }
 
@@ -27,7 +27,8 @@ std::vector<uint32_t> prompt_for(int stream, int n, unsigned len) {
 uint64_t one(api which, grpc::Channel& ch, const std::vector<uint32_t>& p,
              unsigned max_tokens) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds{120});
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::seconds{120});
   uint64_t n = 0;
   if (which == api::vllm) {
     auto stub = vllm::Inference::NewStub(
@@ -58,8 +59,8 @@ uint64_t one(api which, grpc::Channel& ch, const std::vector<uint32_t>& p,
 
 double stream_rate(const std::string& endpoint, api which, int streams,
                    int rounds, unsigned prompt_len, unsigned max_tokens) {
-  auto channel = grpc::CreateChannel(endpoint,
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+    grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
   std::atomic<uint64_t> tokens{0};
   std::atomic<int> errors{0};
   auto t0 = std::chrono::steady_clock::now();
@@ -67,8 +68,7 @@ double stream_rate(const std::string& endpoint, api which, int streams,
   for (int s = 0; s < streams; ++s)
     threads.emplace_back([&, s] {
       for (int r = 0; r < rounds; ++r) {
-        auto n = one(which, *channel, prompt_for(s, r, prompt_len),
-                     max_tokens);
+        auto n = one(which, *channel, prompt_for(s, r, prompt_len), max_tokens);
         if (n != max_tokens)
           errors.fetch_add(1);
         tokens.fetch_add(n);
@@ -79,16 +79,16 @@ double stream_rate(const std::string& endpoint, api which, int streams,
   if (errors.load() > 0)
     std::fprintf(stderr, "warning: %d streams failed or were short\n",
                  errors.load());
-  return static_cast<double>(tokens.load())
-         / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-             .count();
+  return static_cast<double>(tokens.load()) /
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+           .count();
 }
 
 bool wait_connected(const std::string& endpoint) {
-  auto channel = grpc::CreateChannel(endpoint,
-                                     grpc::InsecureChannelCredentials());
-  return channel->WaitForConnected(std::chrono::system_clock::now()
-                                   + std::chrono::seconds{10});
+  auto channel =
+    grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
+  return channel->WaitForConnected(std::chrono::system_clock::now() +
+                                   std::chrono::seconds{10});
 }
 
 } // namespace outrider::bench
