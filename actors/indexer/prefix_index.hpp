@@ -1,0 +1,73 @@
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "cluster/kv_event.hpp"
+
+namespace outrider::indexer {
+
+/// One (worker, data-parallel rank) in the router's index.
+using slot_id = uint32_t;
+
+/// How many leading blocks of a prompt a slot holds.
+struct overlap {
+  slot_id slot = 0;
+  uint32_t blocks = 0;
+};
+
+/// The router's global KV index: which slots hold which prefix blocks, keyed
+/// by the router's own sequence hash (WIRE.md section 5), recomputed from
+/// the token ids of each stored block. Engine hashes are kept per slot only
+/// to find parents and removals. Plain class, not thread-safe.
+class prefix_index {
+ public:
+  struct counters {
+    uint64_t stored = 0;
+    uint64_t removed = 0;
+    uint64_t cleared = 0;
+    uint64_t unknown_parent = 0;  // stores skipped: no way to chain them
+    uint64_t unknown_removal = 0; // removals of blocks never seen
+  };
+
+  explicit prefix_index(uint64_t seed);
+
+  /// Applies one batch of a slot's engine events.
+  void apply(slot_id slot, const std::vector<kv::kv_event>& events);
+  /// Forgets everything a slot holds (worker gone, or all cleared).
+  void clear_slot(slot_id slot);
+
+  /// Per slot holding at least the first block, its run of leading blocks
+  /// of `seq_hashes`, in no particular order; slots holding none are absent.
+  std::vector<overlap>
+  find_matches(const std::vector<uint64_t>& seq_hashes) const;
+
+  /// (slot, block) entries held.
+  size_t entries() const { return entries_; }
+  /// Distinct blocks in the index.
+  size_t distinct_blocks() const { return holders_.size(); }
+  const counters& stats() const { return stats_; }
+
+ private:
+  void add_holder(uint64_t seq, slot_id slot);
+  void drop_holder(uint64_t seq, slot_id slot);
+
+  uint64_t seed_;
+  // Sequence hash -> (slot, how many of the slot's engine blocks map to
+  // it), sorted by slot. Engines may hold the same tokens under several
+  // hashes (salts, duplicates): the slot keeps the block until the last goes.
+  // The same slots as a bitmask, for matching by word-wise AND.
+  using holder = std::pair<slot_id, uint32_t>;
+  struct block_entry {
+    std::vector<holder> holders;
+    std::vector<uint64_t> mask;
+  };
+  std::unordered_map<uint64_t, block_entry> holders_;
+  // Per slot: engine hash -> sequence hash.
+  std::vector<std::unordered_map<uint64_t, uint64_t>> slots_;
+  size_t entries_ = 0;
+  counters stats_;
+};
+
+} // namespace outrider::indexer

@@ -1,0 +1,145 @@
+#include "actors/indexer/prefix_index.hpp"
+
+#include <map>
+#include <random>
+#include <set>
+
+#include <catch2/catch.hpp>
+
+#include "actors/router/block_hash.hpp"
+
+using namespace outrider;
+using namespace outrider::indexer;
+
+namespace {
+
+constexpr uint32_t bs = 4;
+
+std::vector<uint32_t> block_tokens(uint32_t seed) {
+  return {seed, seed + 1, seed + 2, seed + 3};
+}
+
+// A brute-force model: per slot, the token sequences of the prefixes it
+// holds, straight from the engine's chains.
+struct model {
+  // slot -> engine hash -> (engine parent, tokens of the whole prefix)
+  std::map<slot_id, std::map<uint64_t, std::vector<uint32_t>>> prefixes;
+
+  void store(slot_id s, uint64_t hash, std::optional<uint64_t> parent,
+             const std::vector<uint32_t>& tokens) {
+    std::vector<uint32_t> prefix;
+    if (parent) {
+      auto i = prefixes[s].find(*parent);
+      if (i == prefixes[s].end())
+        return; // the index skips these too
+      prefix = i->second;
+    }
+    prefix.insert(prefix.end(), tokens.begin(), tokens.end());
+    prefixes[s][hash] = prefix;
+  }
+
+  // How many leading blocks of `prompt` slot `s` holds.
+  uint32_t match(slot_id s, const std::vector<uint32_t>& prompt) const {
+    auto i = prefixes.find(s);
+    if (i == prefixes.end())
+      return 0;
+    uint32_t n = 0;
+    for (size_t len = bs; len <= prompt.size(); len += bs) {
+      bool found = false;
+      for (const auto& [h, p] : i->second)
+        if (p.size() == len && std::equal(p.begin(), p.end(), prompt.begin()))
+          found = true;
+      if (!found)
+        break;
+      ++n;
+    }
+    return n;
+  }
+};
+
+} // namespace
+
+TEST_CASE("the prefix index matches a brute-force model under random events") {
+  std::mt19937_64 rng{2026};
+  prefix_index index{router::block_hash_seed};
+  model m;
+  // Few distinct token blocks so that prefixes are shared across slots.
+  std::vector<std::vector<uint32_t>> prompts;
+  for (int p = 0; p < 12; ++p) {
+    std::vector<uint32_t> prompt;
+    for (int b = 0; b < 6; ++b) {
+      auto t = block_tokens(static_cast<uint32_t>(100 * (rng() % 4) + b * 7));
+      prompt.insert(prompt.end(), t.begin(), t.end());
+    }
+    prompts.push_back(prompt);
+  }
+  uint64_t next_hash = 1;
+  for (int step = 0; step < 3000; ++step) {
+    slot_id slot = static_cast<slot_id>(rng() % 5);
+    auto dice = rng() % 20;
+    if (dice < 12) {
+      // Store a prefix chain of a prompt, as an engine would, maybe
+      // continuing a chain it already has.
+      const auto& p = prompts[rng() % prompts.size()];
+      size_t blocks = 1 + rng() % (p.size() / bs);
+      std::optional<uint64_t> parent;
+      kv::block_stored s;
+      s.block_size = bs;
+      for (size_t b = 0; b < blocks; ++b) {
+        auto h = next_hash++;
+        std::vector<uint32_t> t(p.begin() + static_cast<ptrdiff_t>(b * bs),
+                                p.begin() +
+                                  static_cast<ptrdiff_t>((b + 1) * bs));
+        m.store(slot, h, parent, t);
+        s.block_hashes.push_back(h);
+        s.token_ids.insert(s.token_ids.end(), t.begin(), t.end());
+        parent = h;
+      }
+      index.apply(slot, {s});
+    } else if (dice < 19) {
+      auto& mine = m.prefixes[slot];
+      if (mine.empty())
+        continue;
+      auto it = mine.begin();
+      std::advance(it, static_cast<long>(rng() % mine.size()));
+      index.apply(slot, {kv::block_removed{{it->first}}});
+      mine.erase(it);
+    } else {
+      index.apply(slot, {kv::all_blocks_cleared{}});
+      m.prefixes[slot].clear();
+    }
+    if (step % 50 != 0)
+      continue;
+    for (const auto& prompt : prompts) {
+      auto seq = router::sequence_hashes(prompt.data(), prompt.size(), bs);
+      std::map<slot_id, uint32_t> got;
+      for (auto o : index.find_matches(seq))
+        got[o.slot] = o.blocks;
+      for (slot_id s = 0; s < 5; ++s) {
+        INFO("step " << step << " slot " << s);
+        CHECK(got[s] == m.match(s, prompt));
+      }
+    }
+  }
+}
+
+TEST_CASE("unknown parents and removals are counted, never crash") {
+  prefix_index index{router::block_hash_seed};
+  auto t = block_tokens(1);
+  index.apply(0, {kv::block_stored{{5}, 4, t, bs}});
+  CHECK(index.stats().unknown_parent == 1);
+  CHECK(index.entries() == 0);
+  index.apply(0, {kv::block_removed{{77}}});
+  CHECK(index.stats().unknown_removal == 1);
+  index.apply(1, {kv::block_stored{{1}, std::nullopt, t, bs}});
+  index.apply(2, {kv::block_stored{{9}, std::nullopt, t, bs}});
+  CHECK(index.distinct_blocks() == 1);
+  CHECK(index.entries() == 2);
+  index.clear_slot(1);
+  CHECK(index.entries() == 1);
+  auto seq = router::sequence_hashes(t.data(), t.size(), bs);
+  auto m = index.find_matches(seq);
+  REQUIRE(m.size() == 1);
+  CHECK(m[0].slot == 2);
+  CHECK(index.find_matches({}).empty());
+}

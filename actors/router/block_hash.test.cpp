@@ -1,0 +1,69 @@
+#include "actors/router/block_hash.hpp"
+
+#include <xxhash.h>
+
+#include <catch2/catch.hpp>
+
+using namespace outrider::router;
+
+namespace {
+
+// WIRE.md section 5 transcribed byte by byte, as a reference.
+uint64_t reference_local(const std::vector<uint32_t>& block) {
+  std::vector<unsigned char> bytes;
+  for (auto t : block)
+    for (int b = 0; b < 4; ++b)
+      bytes.push_back(static_cast<unsigned char>((t >> (8 * b)) & 0xff));
+  return XXH3_64bits_withSeed(bytes.data(), bytes.size(), 1337);
+}
+
+uint64_t reference_chain(uint64_t parent, uint64_t local) {
+  unsigned char bytes[16];
+  for (int b = 0; b < 8; ++b) {
+    bytes[b] = static_cast<unsigned char>((parent >> (8 * b)) & 0xff);
+    bytes[8 + b] = static_cast<unsigned char>((local >> (8 * b)) & 0xff);
+  }
+  return XXH3_64bits_withSeed(bytes, 16, 1337);
+}
+
+} // namespace
+
+TEST_CASE("block hashes follow WIRE.md section 5") {
+  std::vector<uint32_t> tokens;
+  for (uint32_t i = 0; i < 10; ++i)
+    tokens.push_back(i * 1000003u + 7);
+  auto seq = sequence_hashes(tokens.data(), tokens.size(), 4);
+  REQUIRE(seq.size() == 2); // the partial tail of 2 tokens is dropped
+  auto l0 = reference_local({tokens[0], tokens[1], tokens[2], tokens[3]});
+  auto l1 = reference_local({tokens[4], tokens[5], tokens[6], tokens[7]});
+  CHECK(seq[0] == l0);
+  CHECK(seq[1] == reference_chain(l0, l1));
+  CHECK(local_block_hash(tokens.data(), 4) == l0);
+  // Fixed vector: the tokens 0..15 in one block.
+  std::vector<uint32_t> iota(16);
+  for (uint32_t i = 0; i < 16; ++i)
+    iota[i] = i;
+  CHECK(local_block_hash(iota.data(), 16) == reference_local(iota));
+}
+
+TEST_CASE("equal prefixes hash alike, different ones do not") {
+  std::vector<uint32_t> a{1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<uint32_t> b{1, 2, 3, 4, 9, 9, 9, 9};
+  auto ha = sequence_hashes(a.data(), a.size(), 4);
+  auto hb = sequence_hashes(b.data(), b.size(), 4);
+  CHECK(ha[0] == hb[0]);
+  CHECK(ha[1] != hb[1]);
+  // The same block under another parent is another sequence hash.
+  std::vector<uint32_t> c{9, 9, 9, 9, 5, 6, 7, 8};
+  CHECK(sequence_hashes(c.data(), c.size(), 4)[1] != ha[1]);
+}
+
+TEST_CASE("LoRA adapters never share blocks") {
+  std::vector<uint32_t> t{1, 2, 3, 4};
+  CHECK(seed_for("") == block_hash_seed);
+  auto base = sequence_hashes(t.data(), t.size(), 4, seed_for(""));
+  auto lora = sequence_hashes(t.data(), t.size(), 4, seed_for("sql-adapter"));
+  auto other = sequence_hashes(t.data(), t.size(), 4, seed_for("chat"));
+  CHECK(base[0] != lora[0]);
+  CHECK(lora[0] != other[0]);
+}

@@ -1,0 +1,43 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+namespace outrider::router {
+
+/// One place a request could go, with what the router knows about it.
+struct candidate {
+  uint32_t slot = 0;                  // a (worker, data-parallel rank)
+  uint32_t overlap_blocks = 0;        // prompt blocks it already caches
+  uint64_t active_prefill_tokens = 0; // prompt tokens it still has to compute
+  uint64_t active_decode_blocks = 0;  // KV blocks its running requests hold
+};
+
+struct selector_config {
+  double overlap_score_weight = 1.0;
+  double temperature = 0.0; // 0: lowest cost wins (ties at random)
+  uint32_t block_size = 64;
+};
+
+struct selection {
+  uint32_t slot = 0;
+  double cost = 0;
+  uint32_t overlap_blocks = 0;
+};
+
+/// The cost of sending a prompt of `prompt_blocks` blocks to `c`:
+/// weight x (blocks it must prefill, its own queue included) + the decode
+/// blocks it will hold.
+double cost(const candidate& c, uint32_t prompt_blocks,
+            const selector_config& cfg);
+
+/// Picks the candidate of lowest cost, or samples with softmax(-cost / T)
+/// when a temperature is set. nullopt when there are no candidates.
+std::optional<selection> select_worker(const std::vector<candidate>& cands,
+                                       uint32_t prompt_blocks,
+                                       const selector_config& cfg,
+                                       std::mt19937_64& rng);
+
+} // namespace outrider::router

@@ -1,0 +1,65 @@
+#include "actors/router/worker_selector.hpp"
+
+#include <map>
+
+#include <catch2/catch.hpp>
+
+using namespace outrider::router;
+
+TEST_CASE("the worker with the prefix wins when loads are equal") {
+  std::mt19937_64 rng{1};
+  selector_config cfg;
+  std::vector<candidate> c{{0, 0, 0, 0}, {1, 8, 0, 0}, {2, 3, 0, 0}};
+  auto s = select_worker(c, 10, cfg, rng);
+  REQUIRE(s);
+  CHECK(s->slot == 1);
+  CHECK(s->overlap_blocks == 8);
+  CHECK(s->cost == Approx(2 + 10)); // 2 blocks to prefill + 10 to hold
+}
+
+TEST_CASE("load outweighs a small overlap") {
+  std::mt19937_64 rng{1};
+  selector_config cfg;
+  cfg.block_size = 16;
+  // Slot 1 caches 2 blocks but has 20 blocks of prefill queued and a full
+  // decode batch; slot 0 is idle.
+  std::vector<candidate> c{{0, 0, 0, 0}, {1, 2, 320, 50}};
+  auto s = select_worker(c, 10, cfg, rng);
+  REQUIRE(s);
+  CHECK(s->slot == 0);
+  CHECK(cost(c[1], 10, cfg) == Approx(8 + 20 + 50 + 10));
+}
+
+TEST_CASE("the overlap weight trades prefill against decode load") {
+  std::mt19937_64 rng{1};
+  // Slot 0 caches everything but holds many decode blocks.
+  std::vector<candidate> c{{0, 10, 0, 12}, {1, 0, 0, 0}};
+  selector_config light;
+  light.overlap_score_weight = 1.0; // 0 + 22 vs 10 + 10
+  CHECK(select_worker(c, 10, light, rng)->slot == 1);
+  selector_config heavy;
+  heavy.overlap_score_weight = 3.0; // 0 + 22 vs 30 + 10
+  CHECK(select_worker(c, 10, heavy, rng)->slot == 0);
+}
+
+TEST_CASE("ties are broken at random, temperature samples") {
+  std::mt19937_64 rng{7};
+  selector_config cfg;
+  std::vector<candidate> c{{0, 0, 0, 0}, {1, 0, 0, 0}, {2, 0, 0, 0}};
+  std::map<uint32_t, int> seen;
+  for (int i = 0; i < 300; ++i)
+    seen[select_worker(c, 4, cfg, rng)->slot]++;
+  CHECK(seen.size() == 3);
+  for (auto& [slot, n] : seen)
+    CHECK(n > 50);
+  // With a temperature, the cheaper slot is picked more often, not always.
+  selector_config warm;
+  warm.temperature = 0.5;
+  std::vector<candidate> d{{0, 4, 0, 0}, {1, 0, 0, 0}};
+  std::map<uint32_t, int> picks;
+  for (int i = 0; i < 1000; ++i)
+    picks[select_worker(d, 4, warm, rng)->slot]++;
+  CHECK(picks[0] > picks[1]);
+  CHECK(picks[1] > 0);
+  CHECK_FALSE(select_worker({}, 4, cfg, rng));
+}

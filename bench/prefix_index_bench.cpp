@@ -1,0 +1,136 @@
+// The router's global index: apply rate, find_matches latency and memory per
+// indexed block, each against a baseline measured in the same run.
+//
+//   build/bench/prefix_index_bench
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <malloc.h>
+#include <random>
+#include <unordered_set>
+#include <vector>
+
+#include "actors/indexer/prefix_index.hpp"
+#include "actors/router/block_hash.hpp"
+
+using namespace outrider;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr uint32_t block_size = 16;
+constexpr int workers = 64;
+constexpr size_t blocks_per_worker = 16000;
+constexpr size_t prompt_blocks = 128;
+
+size_t heap_in_use() {
+  return mallinfo2().uordblks;
+}
+
+} // namespace
+
+int main() {
+  std::mt19937_64 rng{42};
+  // 400 prompts of 128 blocks; each shares its first 32 blocks with the
+  // other prompts of its group of 8 (system prompts, few-shot examples).
+  std::vector<std::vector<uint32_t>> prompts;
+  for (int p = 0; p < 400; ++p) {
+    std::vector<uint32_t> t;
+    for (size_t i = 0; i < prompt_blocks * block_size; ++i) {
+      bool shared = i < 32 * block_size;
+      uint64_t key = shared ? static_cast<uint64_t>(p / 8) : rng();
+      t.push_back(static_cast<uint32_t>((key * 2654435761u + i) % 32000));
+    }
+    prompts.push_back(std::move(t));
+  }
+  // Each worker caches whole prompts, as engine events say: one BlockStored
+  // per prompt, engine hashes of its own.
+  std::vector<std::vector<kv::kv_event>> batches(workers);
+  uint64_t engine_hash = 1;
+  size_t block_events = 0;
+  for (int w = 0; w < workers; ++w)
+    for (size_t n = 0; n < blocks_per_worker / prompt_blocks; ++n) {
+      const auto& p = prompts[rng() % prompts.size()];
+      kv::block_stored s;
+      s.block_size = block_size;
+      s.token_ids = p;
+      for (size_t b = 0; b < prompt_blocks; ++b)
+        s.block_hashes.push_back(engine_hash++);
+      block_events += prompt_blocks;
+      batches[static_cast<size_t>(w)].push_back(std::move(s));
+    }
+
+  // Baseline for applying: hashing the blocks alone.
+  auto t0 = clock_type::now();
+  uint64_t sink = 0;
+  for (const auto& b : batches)
+    for (const auto& ev : b) {
+      const auto& s = std::get<kv::block_stored>(ev);
+      sink ^= router::sequence_hashes(s.token_ids.data(), s.token_ids.size(),
+                                      block_size)
+                .back();
+    }
+  double hash_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+
+  auto heap0 = heap_in_use();
+  indexer::prefix_index index{router::block_hash_seed};
+  t0 = clock_type::now();
+  for (int w = 0; w < workers; ++w)
+    index.apply(static_cast<indexer::slot_id>(w),
+                batches[static_cast<size_t>(w)]);
+  double apply_s =
+    std::chrono::duration<double>(clock_type::now() - t0).count();
+  auto heap1 = heap_in_use();
+
+  // find_matches on prompts the cluster has seen, against a baseline of 128
+  // lookups in a plain hash set of the same size.
+  std::vector<std::vector<uint64_t>> queries;
+  std::unordered_set<uint64_t> plain;
+  for (const auto& p : prompts) {
+    queries.push_back(router::sequence_hashes(p.data(), p.size(), block_size));
+    for (auto h : queries.back())
+      plain.insert(h);
+  }
+  std::vector<double> lat, base;
+  size_t matched = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const auto& q = queries[rng() % queries.size()];
+    auto a = clock_type::now();
+    auto m = index.find_matches(q);
+    auto b = clock_type::now();
+    size_t found = 0;
+    for (auto h : q)
+      found += plain.count(h);
+    auto c = clock_type::now();
+    matched += m.size();
+    sink ^= found;
+    lat.push_back(std::chrono::duration<double, std::micro>(b - a).count());
+    base.push_back(std::chrono::duration<double, std::micro>(c - b).count());
+  }
+  std::sort(lat.begin(), lat.end());
+  std::sort(base.begin(), base.end());
+  auto pct = [](const std::vector<double>& v, double p) {
+    return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
+  };
+
+  std::printf("%d workers x %zu blocks (%zu block events), %zu distinct "
+              "blocks, %zu (worker, block) entries\n",
+              workers, blocks_per_worker, block_events, index.distinct_blocks(),
+              index.entries());
+  std::printf("apply: %.0f block events/s (hashing alone: %.0f/s, ratio "
+              "%.2f)\n",
+              static_cast<double>(block_events) / apply_s,
+              static_cast<double>(block_events) / hash_s, hash_s / apply_s);
+  std::printf("find_matches, %zu-block prompt: p50 %.2f us, p99 %.2f us "
+              "(128 plain set lookups: p50 %.2f, p99 %.2f; p99 ratio %.2f); "
+              "%.1f slots matched on average\n",
+              prompt_blocks, pct(lat, 0.5), pct(lat, 0.99), pct(base, 0.5),
+              pct(base, 0.99), pct(lat, 0.99) / pct(base, 0.99),
+              static_cast<double>(matched) / 20000);
+  std::printf("memory: %.1f bytes per (worker, block) entry (heap grew "
+              "%.1f MiB)\n",
+              static_cast<double>(heap1 - heap0) /
+                static_cast<double>(index.entries()),
+              static_cast<double>(heap1 - heap0) / (1 << 20));
+  return sink == 42 ? 1 : 0;
+}
