@@ -84,7 +84,9 @@ int run_process(const options& opts, const role_builder& build) {
   {
     caf::actor_system sys{cfg};
     std::vector<std::function<void()>> stop_hooks;
-    role_context ctx{opts, sys, health, control, status, stop_hooks};
+    std::vector<std::function<void()>> pre_stop_hooks;
+    role_context ctx{opts,   sys,        health,        control,
+                     status, stop_hooks, pre_stop_hooks};
     auto children = build(ctx);
     if (opts.get_bool("debug-hang-on-shutdown"))
       children.push_back({"debug-hang", [](caf::actor_system& s) {
@@ -125,6 +127,8 @@ int run_process(const options& opts, const role_builder& build) {
         std::_Exit(code);
       }
     });
+    for (auto& hook : pre_stop_hooks)
+      hook();
     caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
     sys.await_all_actors_done();
     for (auto i = stop_hooks.rbegin(); i != stop_hooks.rend(); ++i)

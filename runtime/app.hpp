@@ -36,6 +36,8 @@ struct role_context {
   status_server& status; // for role-specific routes
   /// Run after the actors have stopped (e.g. stopping gRPC servers).
   std::vector<std::function<void()>>& stop_hooks;
+  /// Run at the start of shutdown, before the actors are stopped.
+  std::vector<std::function<void()>>& pre_stop_hooks;
 };
 
 /// Returns the children of the root supervisor for one role.

@@ -141,6 +141,23 @@ parse_state parse(const std::string& in, const http_server::limits& lim,
 
 } // namespace
 
+int parse_http_request(const std::string& in, const http_server::limits& lim,
+                       http_request& req, http_response& err) {
+  switch (parse(in, lim, req, err)) {
+  case parse_state::incomplete:
+    return 0;
+  case parse_state::done:
+    return 1;
+  case parse_state::failed:
+    break;
+  }
+  return -1;
+}
+
+std::string serialize_http_response(const http_response& r, bool head_only) {
+  return serialize(r, head_only);
+}
+
 const char* http_reason(int status) {
   switch (status) {
   case 200:

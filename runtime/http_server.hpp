@@ -71,4 +71,12 @@ class http_server {
 /// Reason phrase for a status code.
 const char* http_reason(int status);
 
+/// Parses one request from `in`: 0 while incomplete, 1 when `req` is
+/// complete, -1 when malformed or too large (`err` holds the answer).
+int parse_http_request(const std::string& in, const http_server::limits& lim,
+                       http_request& req, http_response& err);
+
+/// The response's bytes (status line, headers, body unless `head_only`).
+std::string serialize_http_response(const http_response& r, bool head_only);
+
 } // namespace outrider::runtime

@@ -1,5 +1,7 @@
 // The outrider binary: parses options and runs one role.
 #include <cstdio>
+#include <mutex>
+#include <set>
 #include <unistd.h>
 #include <zmq.hpp>
 
@@ -7,6 +9,10 @@
 
 #include "actors/indexer/indexer_actor.hpp"
 #include "actors/registrar/registrar.hpp"
+#include "actors/router/dispatcher.hpp"
+#include "actors/router/http_frontend.hpp"
+#include "actors/router/kv_router.hpp"
+#include "actors/router/worker_watcher.hpp"
 #include "actors/sidecar/event_hub.hpp"
 #include "actors/sidecar/lifecycle.hpp"
 #include "actors/sidecar/relay.hpp"
@@ -110,6 +116,77 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
   };
 }
 
+// The router's parts outside the actors, stopped in order at shutdown.
+struct router_parts {
+  std::shared_ptr<cluster::discovery> disc;
+  std::unique_ptr<router::worker_watcher> watcher;
+  std::unique_ptr<router::dispatcher> dispatch;
+  std::unique_ptr<router::http_frontend> frontend;
+  router::kv_router_actor brain;
+  std::mutex models_mtx;
+  std::vector<std::string> models;
+  std::chrono::steady_clock::time_point models_at{};
+};
+
+std::vector<runtime::child_spec> router_children(runtime::role_context& ctx) {
+  const auto& o = ctx.opts;
+  auto parts = std::make_shared<router_parts>();
+  if (o.get_string("discovery") == "memory")
+    parts->disc = std::make_shared<cluster::memory_discovery>();
+  else
+    parts->disc = std::make_shared<cluster::file_discovery>(
+      o.get_string("discovery-dir"), o.get_duration("discovery-ttl"));
+  router::router_config rc;
+  rc.mode = o.get_string("router-mode");
+  rc.selector.overlap_score_weight = o.get_number("kv-overlap-score-weight");
+  rc.selector.temperature = o.get_number("router-temperature");
+  rc.model = o.get_string("served-model");
+  parts->brain = router::spawn_kv_router(ctx.sys, rc);
+  parts->watcher =
+    std::make_unique<router::worker_watcher>(parts->disc, parts->brain);
+  parts->dispatch = std::make_unique<router::dispatcher>(
+    ctx.sys, parts->brain, static_cast<int>(o.get_int("migration-limit")));
+  auto served = rc.model;
+  std::weak_ptr<router_parts> weak = parts;
+  // The models to list and accept: the configured one, else the workers'
+  // (read from discovery at most once a second).
+  auto models = [weak, served]() -> std::vector<std::string> {
+    if (!served.empty())
+      return {served};
+    auto p = weak.lock();
+    if (!p)
+      return {};
+    std::lock_guard<std::mutex> guard{p->models_mtx};
+    auto now = std::chrono::steady_clock::now();
+    if (now - p->models_at > std::chrono::seconds{1}) {
+      p->models_at = now;
+      std::set<std::string> names;
+      for (const auto& r : p->disc->list())
+        names.insert(r.model);
+      p->models.assign(names.begin(), names.end());
+    }
+    return p->models;
+  };
+  parts->frontend =
+    std::make_unique<router::http_frontend>(*parts->dispatch, models);
+  auto err = parts->frontend->start(
+    o.get_string("http-host"), static_cast<uint16_t>(o.get_int("http-port")));
+  if (!err.empty()) {
+    ctx.control->request_exit(1, "frontend: " + err);
+  } else {
+    spdlog::info("router: OpenAI-compatible frontend on {}:{} ({} mode)",
+                 o.get_string("http-host"), parts->frontend->port(), rc.mode);
+    ctx.health->set_component("frontend", "serving");
+    ctx.health->set_ready(true);
+  }
+  ctx.pre_stop_hooks.push_back([parts] {
+    parts->frontend->stop();
+    parts->watcher.reset();
+    caf::anon_send_exit(parts->brain, caf::exit_reason::user_shutdown);
+  });
+  return {};
+}
+
 } // namespace
 
 int run_main(int argc, char** argv) {
@@ -130,16 +207,15 @@ int run_main(int argc, char** argv) {
   }
   const auto& opts = parsed.opts;
   const auto& role = opts.get_string("role");
-  if (role != "sidecar") {
-    std::fprintf(stderr,
-                 "outrider: error: role '%s' is not available in this build "
-                 "yet; only 'sidecar' is\n",
-                 role.c_str());
+  if (role == "all") {
+    std::fprintf(stderr, "outrider: error: role 'all' is not available in "
+                         "this build yet; run 'sidecar' and 'router'\n");
     return 2;
   }
   runtime::setup_logging(opts.get_string("log-level"),
                          opts.get_string("log-format"));
-  return runtime::run_process(opts, sidecar_children);
+  return runtime::run_process(opts, role == "router" ? router_children
+                                                     : sidecar_children);
 }
 
 int main(int argc, char** argv) {

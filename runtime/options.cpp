@@ -105,6 +105,26 @@ std::vector<option_spec> make_specs() {
     make("engine-startup-deadline", ot::duration, "10m",
          "sidecar: give up if the engine is not SERVING by then",
          "--engine-startup-deadline 15m"),
+    make("http-host", ot::string, "127.0.0.1",
+         "router: address of the OpenAI-compatible frontend",
+         "--http-host 0.0.0.0"),
+    make("http-port", ot::integer, "8000", "router: port of the frontend",
+         "--http-port 8080", {}, 0, 65535),
+    make("router-mode", ot::string, "kv",
+         "router: kv (prefix overlap and load), round-robin or random",
+         "--router-mode round-robin", {"kv", "round-robin", "random"}),
+    make("kv-overlap-score-weight", ot::number, "1.0",
+         "router: weight of prefill blocks against decode blocks in the cost",
+         "--kv-overlap-score-weight 2"),
+    make("router-temperature", ot::number, "0",
+         "router: 0 picks the lowest cost; above 0 samples softmax(-cost/T)",
+         "--router-temperature 0.5"),
+    make("migration-limit", ot::integer, "2",
+         "router: times a broken stream moves to another worker",
+         "--migration-limit 1", {}, 0, 100),
+    make("served-model", ot::string, "",
+         "router: the model to serve (default: the workers')",
+         "--served-model llama-3-8b"),
     make("debug-hang-on-shutdown", ot::boolean, "false",
          "debugging: add an actor that never stops, to exercise "
          "--shutdown-timeout",
@@ -184,6 +204,14 @@ std::string validate(const option_spec& spec, const std::string& text) {
     if (spec.min != spec.max && (*v < spec.min || *v > spec.max))
       return "'" + spec.key + "' must be between " + std::to_string(spec.min) +
              " and " + std::to_string(spec.max) + ", got " + text;
+    break;
+  }
+  case ot::number: {
+    char* end = nullptr;
+    auto v = std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size() || !(v >= 0))
+      return "'" + spec.key + "' must be a non-negative number, got '" + text +
+             "'";
     break;
   }
   case ot::boolean:
@@ -383,6 +411,10 @@ bool options::get_bool(const std::string& key) const {
 
 std::chrono::milliseconds options::get_duration(const std::string& key) const {
   return parse_duration(at(key).text).value_or(std::chrono::milliseconds{0});
+}
+
+double options::get_number(const std::string& key) const {
+  return std::strtod(at(key).text.c_str(), nullptr);
 }
 
 option_source options::source(const std::string& key) const {

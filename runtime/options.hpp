@@ -10,7 +10,7 @@
 namespace outrider::runtime {
 
 /// The type of an option's value; decides how text is parsed and validated.
-enum class option_type { string, integer, boolean, duration };
+enum class option_type { string, integer, boolean, duration, number };
 
 /// One option: the same key is a flag (`--key`), a YAML key (`key:`) and an
 /// environment variable (`OUTRIDER_KEY`, dashes become underscores).
@@ -39,6 +39,7 @@ class options {
   int64_t get_int(const std::string& key) const;
   bool get_bool(const std::string& key) const;
   std::chrono::milliseconds get_duration(const std::string& key) const;
+  double get_number(const std::string& key) const;
   option_source source(const std::string& key) const;
 
   /// Sets a value without validation; for tests and internal defaults.

@@ -1,0 +1,67 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "actors/router/kv_router.hpp"
+
+namespace grpc {
+class Channel;
+}
+
+namespace outrider::router {
+
+struct generate_params {
+  std::vector<uint32_t> prompt;
+  uint32_t max_tokens = 16;
+  std::optional<double> temperature;
+  std::string model;
+};
+
+struct generate_outcome {
+  bool ok = false;
+  int http_status = 200; // for the HTTP frontend
+  std::string error;
+  std::vector<uint32_t> tokens;
+  std::string finish_reason; // "length" or "stop"
+  uint32_t prompt_tokens = 0;
+  uint32_t cached_tokens = 0; // prefix blocks the chosen worker held
+  int migrations = 0;
+  std::string worker_id;
+};
+
+/// Sends requests where the router says, straight from the caller's thread
+/// (the hot path stays off actor mailboxes): asks the router actor for a
+/// rank, streams OpenEngine `Generate` from the worker's relay, reports
+/// prefill and completion back for load tracking. A stream that breaks
+/// (UNAVAILABLE) is migrated: the tokens so far are appended to the prompt
+/// and the request continues on another worker, up to `migration_limit`
+/// times; the caller sees one contiguous stream.
+class dispatcher {
+ public:
+  dispatcher(caf::actor_system& sys, kv_router_actor router,
+             int migration_limit);
+
+  /// `on_tokens` gets each chunk of new tokens; returning false cancels
+  /// (the engine request is aborted by the relay). Blocks until done.
+  generate_outcome
+  generate(const generate_params& p,
+           const std::function<bool(const std::vector<uint32_t>&)>& on_tokens);
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_for(const std::string& endpoint);
+
+  caf::actor_system& sys_;
+  kv_router_actor router_;
+  int migration_limit_;
+  std::mutex mtx_;
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_; // mtx_
+};
+
+} // namespace outrider::router

@@ -1,0 +1,138 @@
+#include "actors/router/worker_watcher.hpp"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "cluster/kv_proto.hpp"
+#include "openengine.grpc.pb.h"
+#include "runtime/metrics.hpp"
+
+namespace outrider::router {
+
+namespace oe = openengine::v1;
+
+struct worker_watcher::subscription {
+  std::string worker_id;
+  std::atomic<bool> stopping{false};
+  std::mutex mtx;
+  std::shared_ptr<grpc::ClientContext> call; // guarded by mtx
+  std::thread thread;
+
+  void stop() {
+    stopping = true;
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      if (call)
+        call->TryCancel();
+    }
+    if (thread.joinable())
+      thread.join();
+  }
+
+  void run(std::string endpoint, kv_router_actor router) {
+    auto channel =
+      grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
+    auto stub = oe::Control::NewStub(channel);
+    auto& bad = runtime::global_metrics().get_counter(
+      "outrider_router_events_rejected_total",
+      "Malformed KV events from sidecars");
+    while (!stopping) {
+      auto ctx = std::make_shared<grpc::ClientContext>();
+      {
+        std::lock_guard<std::mutex> guard{mtx};
+        if (stopping)
+          return;
+        call = ctx;
+      }
+      oe::SubscribeKvEventsRequest req;
+      req.set_include_snapshot(true);
+      auto reader = stub->SubscribeKvEvents(ctx.get(), req);
+      oe::SubscribeKvEventsResponse resp;
+      std::set<int> seen; // the first batch of a rank is its snapshot
+      while (reader->Read(&resp)) {
+        if (resp.has_error()) {
+          spdlog::warn("router: {} event plane: {}", worker_id,
+                       resp.error().message());
+          break;
+        }
+        auto ev = std::make_shared<worker_events>();
+        ev->worker_id = worker_id;
+        ev->rank = static_cast<int>(resp.batch().data_parallel_rank());
+        ev->reset = seen.insert(ev->rank).second;
+        for (const auto& e : resp.batch().events()) {
+          if (auto k = kv::from_proto(e))
+            ev->events.push_back(std::move(*k));
+          else
+            bad.inc();
+        }
+        caf::anon_send(router, kv_events_atom::value,
+                       std::shared_ptr<const worker_events>{std::move(ev)});
+      }
+      reader->Finish();
+      // Bounded by `stopping`; a short pause before resubscribing.
+      for (int i = 0; i < 5 && !stopping; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds{40});
+    }
+  }
+};
+
+worker_watcher::worker_watcher(std::shared_ptr<cluster::discovery> disc,
+                               kv_router_actor router)
+  : disc_(std::move(disc)), router_(std::move(router)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+worker_watcher::~worker_watcher() {
+  stopping_ = true;
+  if (thread_.joinable())
+    thread_.join();
+  for (auto& [id, s] : subs_)
+    s->stop();
+}
+
+void worker_watcher::run() {
+  auto* files = dynamic_cast<cluster::file_discovery*>(disc_.get());
+  auto& invalid_records = runtime::global_metrics().get_counter(
+    "outrider_discovery_invalid_records_total",
+    "Malformed worker records skipped");
+  while (!stopping_) {
+    size_t invalid = 0;
+    auto records = disc_->list(&invalid);
+    invalid_records.inc(invalid);
+    std::map<std::string, cluster::worker_record> now;
+    for (auto& r : records)
+      now[r.worker_id] = r;
+    for (const auto& [id, r] : known_) {
+      auto i = now.find(id);
+      if (i != now.end() && i->second.instance_id == r.instance_id &&
+          i->second.relay_endpoint == r.relay_endpoint)
+        continue;
+      // Gone, or replaced by another engine instance.
+      caf::anon_send(router_, worker_down_atom::value, id);
+      if (auto s = subs_.find(id); s != subs_.end()) {
+        s->second->stop();
+        subs_.erase(s);
+      }
+    }
+    for (const auto& [id, r] : now) {
+      auto k = known_.find(id);
+      if (k != known_.end() && k->second.instance_id == r.instance_id &&
+          k->second.relay_endpoint == r.relay_endpoint)
+        continue;
+      caf::anon_send(router_, worker_up_atom::value, r);
+      auto sub = std::make_unique<subscription>();
+      sub->worker_id = id;
+      auto* raw = sub.get();
+      sub->thread = std::thread(
+        [raw, ep = r.relay_endpoint, rt = router_] { raw->run(ep, rt); });
+      subs_[id] = std::move(sub);
+    }
+    known_ = std::move(now);
+    if (files)
+      files->wait_for_change(std::chrono::milliseconds{500});
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds{200});
+  }
+}
+
+} // namespace outrider::router

@@ -1,0 +1,41 @@
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "actors/router/kv_router.hpp"
+#include "cluster/discovery.hpp"
+
+namespace outrider::router {
+
+/// Follows discovery and the workers' event planes, on threads of its own:
+/// tells the router which workers exist (a worker is routable only while
+/// its record does) and, per worker, subscribes to its sidecar's
+/// `SubscribeKvEvents` (snapshot, then live; on a broken stream it
+/// resubscribes with a snapshot). Everything goes to the router actor.
+class worker_watcher {
+ public:
+  worker_watcher(std::shared_ptr<cluster::discovery> disc,
+                 kv_router_actor router);
+  ~worker_watcher(); // stops every thread
+
+  worker_watcher(const worker_watcher&) = delete;
+  worker_watcher& operator=(const worker_watcher&) = delete;
+
+ private:
+  struct subscription;
+  void run();
+
+  std::shared_ptr<cluster::discovery> disc_;
+  kv_router_actor router_;
+  std::atomic<bool> stopping_{false};
+  std::map<std::string, cluster::worker_record> known_;
+  std::map<std::string, std::unique_ptr<subscription>> subs_;
+  std::thread thread_;
+};
+
+} // namespace outrider::router
