@@ -1,0 +1,297 @@
+// End-to-end tests of `outrider --role router` in front of real sidecars and
+// simulated engines, all real processes on loopback.
+#include <csignal>
+#include <sstream>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "sim/engine_core.hpp"
+#include "tests/e2e/sidecar_process.hpp"
+#include "tests/e2e/sim_process.hpp"
+#include "vllm.grpc.pb.h"
+
+using namespace outrider;
+using namespace outrider::test;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+namespace {
+
+std::vector<uint32_t> expected_tokens(const std::vector<uint32_t>& prompt,
+                                      size_t n) {
+  uint64_t ctx = sim::context_seed;
+  for (auto t : prompt)
+    ctx = sim::fold_token(ctx, t);
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < n; ++i) {
+    auto t = sim::next_token(ctx, 0, 32000);
+    out.push_back(t);
+    ctx = sim::fold_token(ctx, t);
+  }
+  return out;
+}
+
+std::vector<uint32_t> tokens(uint32_t first, size_t n) {
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < n; ++i)
+    out.push_back(first + static_cast<uint32_t>(i));
+  return out;
+}
+
+std::vector<uint32_t> concat(std::vector<uint32_t> a,
+                             const std::vector<uint32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// One HTTP request on 127.0.0.1 (Connection: close); status and body.
+std::pair<int, std::string> http(uint16_t port, const std::string& method,
+                                 const std::string& path,
+                                 const std::string& body = {}) {
+  std::vector<std::string> args{"/usr/bin/curl",
+                                "-s",
+                                "-o",
+                                "-",
+                                "-w",
+                                "\n%{http_code}",
+                                "-X",
+                                method,
+                                "http://127.0.0.1:" + std::to_string(port) +
+                                  path};
+  if (!body.empty()) {
+    args.push_back("-H");
+    args.push_back("Content-Type: application/json");
+    args.push_back("--data-binary");
+    args.push_back(body);
+  }
+  child_process curl{args};
+  REQUIRE(curl.wait(60s) == 0);
+  auto out = curl.output();
+  auto nl = out.rfind('\n');
+  return {std::atoi(out.c_str() + nl + 1), out.substr(0, nl)};
+}
+
+// A small cluster: engines, their sidecars (one discovery directory), a
+// router.
+struct cluster {
+  temp_dir discovery;
+  std::vector<std::unique_ptr<sim_process>> sims;
+  std::vector<std::unique_ptr<sidecar_process>> sides;
+  uint16_t http_port = free_port();
+  uint16_t router_status = free_port();
+  std::unique_ptr<child_process> router;
+
+  explicit cluster(int workers, sim_process::options so = {},
+                   std::vector<std::string> router_flags = {}) {
+    for (int i = 0; i < workers; ++i) {
+      sims.push_back(std::make_unique<sim_process>(so));
+      REQUIRE(sims.back()->wait_serving(10s));
+      auto dirs = std::make_shared<sidecar_dirs>();
+      sides.push_back(std::make_unique<sidecar_process>(
+        sims.back()->endpoint(), dirs,
+        std::vector<std::string>{"--discovery-dir", discovery.str(),
+                                 "--worker-id",
+                                 "worker-" + std::to_string(i)}));
+    }
+    for (auto& s : sides)
+      REQUIRE(eventually([&] { return s->get("/ready") == 200; }, 10s));
+    start_router(std::move(router_flags));
+  }
+
+  void start_router(std::vector<std::string> flags = {}) {
+    std::vector<std::string> args{OUTRIDER_BIN,
+                                  "--role",
+                                  "router",
+                                  "--discovery-dir",
+                                  discovery.str(),
+                                  "--http-port",
+                                  std::to_string(http_port),
+                                  "--system-port",
+                                  std::to_string(router_status)};
+    args.insert(args.end(), flags.begin(), flags.end());
+    router = std::make_unique<child_process>(args);
+    REQUIRE(eventually([&] { return http_get(router_status, "/ready") == 200; },
+                       10s));
+  }
+
+  double router_metric(const std::string& series) const {
+    std::string body;
+    http_get(router_status, "/metrics", &body);
+    std::istringstream in{body};
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind(series + " ", 0) == 0)
+        return std::stod(line.substr(series.size() + 1));
+    return 0;
+  }
+
+  json complete(const std::vector<uint32_t>& prompt, uint32_t max_tokens) {
+    auto [code, body] =
+      http(http_port, "POST", "/v1/completions",
+           json{{"prompt", prompt}, {"max_tokens", max_tokens}}.dump());
+    INFO(body);
+    REQUIRE(code == 200);
+    return json::parse(body);
+  }
+};
+
+// Runs a prompt straight on an engine (to warm its cache).
+void warm(const sim_process& sim, const std::vector<uint32_t>& prompt,
+          int rank = -1) {
+  auto stub = vllm::Inference::NewStub(sim.channel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+  if (rank >= 0)
+    ctx.AddMetadata("x-data-parallel-rank", std::to_string(rank));
+  vllm::GenerateRequest req;
+  req.mutable_token_ids()->mutable_ids()->Add(prompt.begin(), prompt.end());
+  req.mutable_stopping()->set_max_new_tokens(1);
+  vllm::GenerateResponse resp;
+  REQUIRE(stub->Generate(&ctx, req, &resp).ok());
+}
+
+// Reads an SSE body: the token ids in order, and whether [DONE] came.
+std::pair<std::vector<uint32_t>, bool> read_sse(const std::string& body) {
+  std::vector<uint32_t> toks;
+  bool done = false;
+  std::istringstream in{body};
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("data: ", 0) != 0)
+      continue;
+    auto data = line.substr(6);
+    if (data == "[DONE]") {
+      done = true;
+      continue;
+    }
+    auto ev = json::parse(data);
+    for (auto t : ev["choices"][0]["token_ids"])
+      toks.push_back(t.get<uint32_t>());
+  }
+  return {toks, done};
+}
+
+} // namespace
+
+TEST_CASE("requests go to the worker that holds their prefix") {
+  cluster c{2};
+  auto prefix_a = tokens(1000, 64); // 16 blocks of 4
+  auto prefix_b = tokens(9000, 64);
+  warm(*c.sims[0], prefix_a);
+  warm(*c.sims[1], prefix_b);
+  // The router learns both caches from the sidecars.
+  REQUIRE(eventually(
+    [&] { return c.router_metric("outrider_router_index_entries") >= 32; },
+    10s));
+  int hits = 0;
+  for (uint32_t i = 0; i < 10; ++i) {
+    auto suffix = tokens(20000 + 100 * i, 6);
+    auto ra = c.complete(concat(prefix_a, suffix), 2);
+    auto rb = c.complete(concat(prefix_b, suffix), 2);
+    for (const auto& r : {ra, rb})
+      hits += r["usage"]["prompt_tokens_details"]["cached_tokens"] == 64;
+  }
+  CHECK(hits >= 18); // >= 90%
+  double cached = c.router_metric("outrider_router_cached_blocks_total");
+  double prompt = c.router_metric("outrider_router_prompt_blocks_total");
+  CHECK(cached / prompt >= 0.9 * 16.0 / 17.0);
+}
+
+TEST_CASE("the router targets the data-parallel rank holding the prefix") {
+  cluster c{1, {.ranks = 2}};
+  auto prefix = tokens(500, 40);
+  warm(*c.sims[0], prefix, 1);
+  REQUIRE(eventually(
+    [&] { return c.router_metric("outrider_router_index_entries") >= 10; },
+    10s));
+  for (uint32_t i = 0; i < 4; ++i) {
+    auto r = c.complete(concat(prefix, tokens(7000 + 10 * i, 3)), 2);
+    CHECK(r["usage"]["prompt_tokens_details"]["cached_tokens"] == 40);
+  }
+}
+
+TEST_CASE("a stream whose engine dies migrates and stays contiguous") {
+  cluster c{2, {.extra = {"--speedup", "2"}}, {"--migration-limit", "1"}};
+  auto prefix = tokens(3000, 32);
+  warm(*c.sims[0], prefix); // the request will go to worker 0
+  REQUIRE(eventually(
+    [&] { return c.router_metric("outrider_router_index_entries") >= 8; },
+    10s));
+  auto prompt = concat(prefix, tokens(100, 3));
+  std::atomic<bool> killed{false};
+  std::thread killer([&] {
+    // Once tokens flow, kill the engine serving the stream.
+    eventually(
+      [&] {
+        return c.router_metric("outrider_router_ttft_seconds_count") >= 1;
+      },
+      20s);
+    c.sims[0]->proc->signal(SIGKILL);
+    killed = true;
+  });
+  auto [code, body] = http(
+    c.http_port, "POST", "/v1/completions",
+    json{{"prompt", prompt}, {"max_tokens", 300}, {"stream", true}}.dump());
+  killer.join();
+  REQUIRE(killed);
+  CHECK(code == 200);
+  auto [toks, done] = read_sse(body);
+  CHECK(done);
+  CHECK(toks == expected_tokens(prompt, 300));
+  CHECK(c.router_metric("outrider_router_migrations_total") == 1);
+}
+
+TEST_CASE("a restarted router rebuilds its index from the sidecars") {
+  cluster c{2};
+  auto prefix = tokens(4000, 48);
+  warm(*c.sims[1], prefix);
+  REQUIRE(eventually(
+    [&] { return c.router_metric("outrider_router_index_entries") >= 12; },
+    10s));
+  auto entries = c.router_metric("outrider_router_index_entries");
+  c.router->signal(SIGKILL);
+  REQUIRE(c.router->wait(5s));
+  c.start_router();
+  REQUIRE(eventually(
+    [&] { return c.router_metric("outrider_router_index_entries") == entries; },
+    10s));
+  auto r = c.complete(concat(prefix, tokens(50, 2)), 2);
+  CHECK(r["usage"]["prompt_tokens_details"]["cached_tokens"] == 48);
+}
+
+TEST_CASE("the frontend answers bad requests with OpenAI-style errors") {
+  cluster c{1};
+  auto code_of = [&](const std::string& method, const std::string& path,
+                     const std::string& body) {
+    auto [code, text] = http(c.http_port, method, path, body);
+    if (code >= 400) {
+      auto j = json::parse(text, nullptr, false);
+      CHECK(j.contains("error"));
+      CHECK(j["error"]["message"].is_string());
+    }
+    return code;
+  };
+  CHECK(code_of("POST", "/v1/completions", "{not json") == 400);
+  CHECK(code_of("POST", "/v1/completions", "[1,2]") == 400);
+  CHECK(code_of("POST", "/v1/completions", R"({"prompt":"hello"})") == 400);
+  CHECK(code_of("POST", "/v1/completions", R"({"prompt":[]})") == 400);
+  CHECK(code_of("POST", "/v1/completions", R"({"prompt":[1,-2]})") == 400);
+  CHECK(code_of("POST", "/v1/completions",
+                R"({"prompt":[1,2],"max_tokens":"ten"})") == 400);
+  CHECK(code_of("POST", "/v1/completions",
+                R"({"prompt":[1,2],"max_tokens":0})") == 400);
+  CHECK(code_of("POST", "/v1/completions",
+                R"({"prompt":[1,2],"stream":"yes"})") == 400);
+  CHECK(code_of("POST", "/v1/completions",
+                R"({"prompt":[1,2],"model":"gpt-nothing"})") == 404);
+  CHECK(code_of("GET", "/v1/completions", "") == 405);
+  CHECK(code_of("GET", "/nowhere", "") == 404);
+  // An engine-side refusal comes back as a client error, not a crash.
+  CHECK(code_of("POST", "/v1/completions",
+                R"({"prompt":[1,2],"max_tokens":900000})") == 400);
+  auto [code, models] = http(c.http_port, "GET", "/v1/models");
+  CHECK(code == 200);
+  CHECK(json::parse(models)["data"][0]["id"] == "sim-model");
+  CHECK(http_get(c.router_status, "/ready") == 200);
+}
