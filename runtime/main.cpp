@@ -1,7 +1,9 @@
 // The outrider binary: parses options and runs one role.
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <unistd.h>
 #include <zmq.hpp>
 
@@ -9,6 +11,7 @@
 
 #include "actors/indexer/indexer_actor.hpp"
 #include "actors/registrar/registrar.hpp"
+#include "actors/router/demo_workload.hpp"
 #include "actors/router/dispatcher.hpp"
 #include "actors/router/http_frontend.hpp"
 #include "actors/router/kv_router.hpp"
@@ -17,6 +20,7 @@
 #include "actors/sidecar/lifecycle.hpp"
 #include "actors/sidecar/relay.hpp"
 #include "cluster/discovery.hpp"
+#include "cluster/local_cluster.hpp"
 #include "runtime/app.hpp"
 #include "runtime/logging.hpp"
 
@@ -128,14 +132,15 @@ struct router_parts {
   std::chrono::steady_clock::time_point models_at{};
 };
 
-std::vector<runtime::child_spec> router_children(runtime::role_context& ctx) {
+std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
+                                           const std::string& discovery_dir) {
   const auto& o = ctx.opts;
   auto parts = std::make_shared<router_parts>();
   if (o.get_string("discovery") == "memory")
     parts->disc = std::make_shared<cluster::memory_discovery>();
   else
     parts->disc = std::make_shared<cluster::file_discovery>(
-      o.get_string("discovery-dir"), o.get_duration("discovery-ttl"));
+      discovery_dir, o.get_duration("discovery-ttl"));
   router::router_config rc;
   rc.mode = o.get_string("router-mode");
   rc.selector.overlap_score_weight = o.get_number("kv-overlap-score-weight");
@@ -184,6 +189,72 @@ std::vector<runtime::child_spec> router_children(runtime::role_context& ctx) {
     parts->watcher.reset();
     caf::anon_send_exit(parts->brain, caf::exit_reason::user_shutdown);
   });
+  return parts;
+}
+
+std::vector<runtime::child_spec> router_children(runtime::role_context& ctx) {
+  start_router(ctx, ctx.opts.get_string("discovery-dir"));
+  return {};
+}
+
+// `--role all`: simulated engines and their sidecars as child processes,
+// the router in this process, and optionally a demo workload.
+std::vector<runtime::child_spec> all_children(runtime::role_context& ctx) {
+  const auto& o = ctx.opts;
+  namespace fs = std::filesystem;
+  cluster::local_cluster_config lc;
+  lc.engines = static_cast<int>(o.get_int("sim-engines"));
+  lc.outrider_binary = cluster::self_path();
+  auto here = fs::path(lc.outrider_binary).parent_path();
+  lc.sim_binary = o.get_string("sim-binary");
+  if (lc.sim_binary.empty())
+    lc.sim_binary = fs::exists(here / "sim/outrider-sim")
+                      ? (here / "sim/outrider-sim").string()
+                      : (here / "outrider-sim").string();
+  lc.data_dir = fs::absolute(o.get_string("data-dir")).lexically_normal();
+  if (!lc.data_dir.empty() && lc.data_dir.back() == '/')
+    lc.data_dir.pop_back();
+  lc.discovery_dir =
+    o.source("discovery-dir") == runtime::option_source::default_value
+      ? lc.data_dir + "/discovery"
+      : o.get_string("discovery-dir");
+  lc.log_dir = lc.data_dir + "/logs";
+  char speed[32];
+  std::snprintf(speed, sizeof(speed), "%g", o.get_number("sim-speedup"));
+  lc.sim_args = {"--speedup", speed, "--block-size", "16"};
+  auto local = std::make_shared<cluster::local_cluster>(lc);
+  if (auto err = local->start(); !err.empty()) {
+    ctx.control->request_exit(1, err);
+    return {};
+  }
+  spdlog::info("all: {} simulated engine(s) with sidecars; logs in {}",
+               lc.engines, lc.log_dir);
+  auto parts = start_router(ctx, lc.discovery_dir);
+  auto demo = std::make_shared<std::thread>();
+  auto requests = static_cast<int>(o.get_int("demo-requests"));
+  if (requests > 0) {
+    auto control = ctx.control;
+    *demo = std::thread([parts, control, requests, engines = lc.engines,
+                         mode = o.get_string("router-mode")] {
+      // Wait (bounded) until every worker is registered.
+      for (int i = 0;
+           i < 600 && parts->disc->list().size() < static_cast<size_t>(engines);
+           ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds{100});
+      router::workload_config w;
+      w.requests = requests;
+      auto summary = router::run_demo_workload(*parts->dispatch, w);
+      std::printf("== outrider demo: %d workers, %s routing\n%s", engines,
+                  mode.c_str(), summary.c_str());
+      std::fflush(stdout);
+      control->request_exit(0, "demo finished");
+    });
+  }
+  ctx.pre_stop_hooks.push_back([local, demo] {
+    local->stop();
+    if (demo->joinable())
+      demo->join();
+  });
   return {};
 }
 
@@ -207,14 +278,10 @@ int run_main(int argc, char** argv) {
   }
   const auto& opts = parsed.opts;
   const auto& role = opts.get_string("role");
-  if (role == "all") {
-    std::fprintf(stderr, "outrider: error: role 'all' is not available in "
-                         "this build yet; run 'sidecar' and 'router'\n");
-    return 2;
-  }
   runtime::setup_logging(opts.get_string("log-level"),
                          opts.get_string("log-format"));
   return runtime::run_process(opts, role == "router" ? router_children
+                                    : role == "all"  ? all_children
                                                      : sidecar_children);
 }
 

@@ -151,7 +151,7 @@ route_decision place(self_ptr self, const route_request& req) {
   b.prefill_tokens =
     req.tokens.size() -
     std::min<size_t>(req.tokens.size(), size_t{overlap_blocks} * bs);
-  b.decode_blocks = prompt_blocks;
+  b.decode_blocks = prompt_blocks - std::min(prompt_blocks, overlap_blocks);
   info.prefill_tokens += b.prefill_tokens;
   info.decode_blocks += b.decode_blocks;
   d.ok = true;

@@ -13,7 +13,8 @@ double cost(const candidate& c, uint32_t prompt_blocks,
   double queued =
     static_cast<double>(c.active_prefill_tokens) / std::max(1u, cfg.block_size);
   double prefill = uncached + queued;
-  double decode = static_cast<double>(c.active_decode_blocks) + prompt_blocks;
+  // Cached blocks are held already: only the new ones add to decode load.
+  double decode = static_cast<double>(c.active_decode_blocks) + uncached;
   return cfg.overlap_score_weight * prefill + decode;
 }
 

@@ -29,7 +29,8 @@ struct selection {
 
 /// The cost of sending a prompt of `prompt_blocks` blocks to `c`:
 /// weight x (blocks it must prefill, its own queue included) + the decode
-/// blocks it will hold.
+/// blocks it will hold (those it holds already, plus the prompt's uncached
+/// ones: cached blocks are shared, not held twice).
 double cost(const candidate& c, uint32_t prompt_blocks,
             const selector_config& cfg);
 

@@ -14,7 +14,7 @@ TEST_CASE("the worker with the prefix wins when loads are equal") {
   REQUIRE(s);
   CHECK(s->slot == 1);
   CHECK(s->overlap_blocks == 8);
-  CHECK(s->cost == Approx(2 + 10)); // 2 blocks to prefill + 10 to hold
+  CHECK(s->cost == Approx(2 + 2)); // 2 blocks to prefill, 2 new to hold
 }
 
 TEST_CASE("load outweighs a small overlap") {
@@ -27,18 +27,18 @@ TEST_CASE("load outweighs a small overlap") {
   auto s = select_worker(c, 10, cfg, rng);
   REQUIRE(s);
   CHECK(s->slot == 0);
-  CHECK(cost(c[1], 10, cfg) == Approx(8 + 20 + 50 + 10));
+  CHECK(cost(c[1], 10, cfg) == Approx(8 + 20 + 50 + 8));
 }
 
 TEST_CASE("the overlap weight trades prefill against decode load") {
   std::mt19937_64 rng{1};
   // Slot 0 caches everything but holds many decode blocks.
-  std::vector<candidate> c{{0, 10, 0, 12}, {1, 0, 0, 0}};
+  std::vector<candidate> c{{0, 10, 0, 25}, {1, 0, 0, 0}};
   selector_config light;
-  light.overlap_score_weight = 1.0; // 0 + 22 vs 10 + 10
+  light.overlap_score_weight = 1.0; // 0 + 25 vs 10 + 10
   CHECK(select_worker(c, 10, light, rng)->slot == 1);
   selector_config heavy;
-  heavy.overlap_score_weight = 3.0; // 0 + 22 vs 30 + 10
+  heavy.overlap_score_weight = 3.0; // 0 + 25 vs 30 + 10
   CHECK(select_worker(c, 10, heavy, rng)->slot == 0);
 }
 

@@ -295,3 +295,20 @@ TEST_CASE("the frontend answers bad requests with OpenAI-style errors") {
   CHECK(json::parse(models)["data"][0]["id"] == "sim-model");
   CHECK(http_get(c.router_status, "/ready") == 200);
 }
+
+TEST_CASE("role all runs a whole cluster and a workload through it") {
+  temp_dir work;
+  child_process all{{OUTRIDER_BIN, "--role", "all", "--sim-engines", "2",
+                     "--demo-requests", "12", "--data-dir", work.str(),
+                     "--system-port", std::to_string(free_port()),
+                     "--http-port", std::to_string(free_port())}};
+  auto code = all.wait(60s);
+  INFO(all.output());
+  REQUIRE(code);
+  CHECK(*code == 0);
+  CHECK_THAT(all.output(),
+             Catch::Matchers::Contains("requests: 12 ok, 0 failed"));
+  CHECK_THAT(all.output(), Catch::Matchers::Contains("KV hit rate"));
+  // The engines and sidecars are gone with it.
+  CHECK(std::filesystem::is_empty(work.path / "discovery"));
+}

@@ -1,0 +1,134 @@
+#include "cluster/local_cluster.hpp"
+
+#include <arpa/inet.h>
+#include <chrono>
+#include <csignal>
+#include <fcntl.h>
+#include <filesystem>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace outrider::cluster {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+uint16_t free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+} // namespace
+
+std::string self_path() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string{"outrider"} : p.string();
+}
+
+local_cluster::local_cluster(local_cluster_config cfg) : cfg_(std::move(cfg)) {}
+
+local_cluster::~local_cluster() {
+  stop();
+}
+
+pid_t local_cluster::spawn(const std::vector<std::string>& argv,
+                           const std::string& log) {
+  std::vector<char*> args;
+  std::vector<std::string> copy = argv;
+  for (auto& a : copy)
+    args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  if (pid > 0)
+    children_.push_back(pid);
+  return pid;
+}
+
+std::string local_cluster::start() {
+  std::error_code ec;
+  fs::create_directories(cfg_.log_dir, ec);
+  fs::create_directories(cfg_.discovery_dir, ec);
+  if (!fs::exists(cfg_.sim_binary))
+    return "the simulated engine '" + cfg_.sim_binary +
+           "' does not exist (see --sim-binary)";
+  for (int i = 0; i < cfg_.engines; ++i) {
+    auto n = std::to_string(i);
+    auto engine_port = free_port();
+    nlohmann::json kv{
+      {"enable_kv_cache_events", true},
+      {"publisher", "zmq"},
+      {"endpoint", "tcp://*:" + std::to_string(free_port())},
+      {"replay_endpoint", "tcp://*:" + std::to_string(free_port())},
+      {"topic", "kv-events"}};
+    std::vector<std::string> sim{cfg_.sim_binary, "--grpc-port",
+                                 std::to_string(engine_port),
+                                 "--kv-events-config", kv.dump()};
+    sim.insert(sim.end(), cfg_.sim_args.begin(), cfg_.sim_args.end());
+    if (spawn(sim, cfg_.log_dir + "/engine-" + n + ".log") <= 0)
+      return "cannot start " + cfg_.sim_binary;
+    std::vector<std::string> side{cfg_.outrider_binary,
+                                  "--role",
+                                  "sidecar",
+                                  "--engine-endpoint",
+                                  "127.0.0.1:" + std::to_string(engine_port),
+                                  "--system-port",
+                                  std::to_string(free_port()),
+                                  "--relay-port",
+                                  std::to_string(free_port()),
+                                  "--data-dir",
+                                  cfg_.data_dir + "/worker-" + n,
+                                  "--discovery-dir",
+                                  cfg_.discovery_dir,
+                                  "--worker-id",
+                                  "worker-" + n};
+    if (spawn(side, cfg_.log_dir + "/sidecar-" + n + ".log") <= 0)
+      return "cannot start a sidecar";
+  }
+  return {};
+}
+
+void local_cluster::stop() {
+  // Sidecars first (they deregister), then engines: reverse start order.
+  for (auto i = children_.rbegin(); i != children_.rend(); ++i)
+    kill(*i, SIGTERM);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{5};
+  for (auto pid : children_) {
+    while (waitpid(pid, nullptr, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds{10});
+    }
+  }
+  children_.clear();
+}
+
+} // namespace outrider::cluster
