@@ -221,7 +221,12 @@ std::vector<runtime::child_spec> all_children(runtime::role_context& ctx) {
   lc.log_dir = lc.data_dir + "/logs";
   char speed[32];
   std::snprintf(speed, sizeof(speed), "%g", o.get_number("sim-speedup"));
-  lc.sim_args = {"--speedup", speed, "--block-size", "16"};
+  lc.sim_args = {"--speedup",
+                 speed,
+                 "--block-size",
+                 "16",
+                 "--num-gpu-blocks-override",
+                 std::to_string(o.get_int("sim-kv-blocks"))};
   auto local = std::make_shared<cluster::local_cluster>(lc);
   if (auto err = local->start(); !err.empty()) {
     ctx.control->request_exit(1, err);
