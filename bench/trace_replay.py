@@ -111,20 +111,32 @@ def run_mode(mode, recs, args, outrider):
                 pass
             time.sleep(0.1)
         time.sleep(0.5)
-        results, lock, threads = [], threading.Lock(), []
-        start = time.monotonic()
+        results, lock = [], threading.Lock()
+        start = time.monotonic() + 0.5
         t_first = recs[0]["timestamp"]
-        for r in recs:
-            due = start + (r["timestamp"] - t_first) / 1000.0 / args.time_scale
-            delay = due - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            t = threading.Thread(target=one_request, args=(
-                port, prompt_of(r), min(args.max_output, max(1, r["output_length"])),
-                results, lock))
+        jobs = [(start + (r["timestamp"] - t_first) / 1000.0 / args.time_scale, r)
+                for r in recs]
+        next_job = [0]
+
+        def worker():
+            # Each worker takes the next request, waits until it is due, sends.
+            while True:
+                with lock:
+                    if next_job[0] >= len(jobs):
+                        return
+                    due, r = jobs[next_job[0]]
+                    next_job[0] += 1
+                delay = due - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                one_request(port, prompt_of(r),
+                            min(args.max_output, max(1, r["output_length"])),
+                            results, lock)
+
+        pool = [threading.Thread(target=worker) for _ in range(args.clients)]
+        for t in pool:
             t.start()
-            threads.append(t)
-        for t in threads:
+        for t in pool:
             t.join()
         elapsed = time.monotonic() - start
     finally:
@@ -151,6 +163,8 @@ def main():
     ap.add_argument("--max-output", type=int, default=32,
                     help="cap on output tokens per request")
     ap.add_argument("--kv-blocks", type=int, default=65536)
+    ap.add_argument("--clients", type=int, default=48,
+                    help="client threads (requests in flight at most)")
     ap.add_argument("--outrider", default=os.path.join(ROOT, "build", "outrider"))
     args = ap.parse_args()
     recs = [json.loads(l) for l in open(TRACE)][: args.requests]
