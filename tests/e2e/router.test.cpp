@@ -312,3 +312,46 @@ TEST_CASE("role all runs a whole cluster and a workload through it") {
   // The engines and sidecars are gone with it.
   CHECK(std::filesystem::is_empty(work.path / "discovery"));
 }
+
+TEST_CASE("the official openai client streams from the frontend") {
+  temp_dir work;
+  auto http_port = free_port();
+  child_process all{{OUTRIDER_BIN, "--role", "all", "--sim-engines", "1",
+                     "--data-dir", work.str(), "--system-port",
+                     std::to_string(free_port()), "--http-port",
+                     std::to_string(http_port)}};
+  // Ready once the worker is listed.
+  REQUIRE(eventually(
+    [&] {
+      std::string body;
+      if (http_get(http_port, "/v1/models", &body) != 200)
+        return false;
+      auto j = json::parse(body, nullptr, false);
+      return j.is_object() && !j["data"].empty();
+    },
+    30s));
+  auto prompt = tokens(42, 20);
+  std::vector<std::string> args{
+    "/usr/bin/node", OUTRIDER_SOURCE_DIR "/tests/node/openai_stream.mjs",
+    "http://127.0.0.1:" + std::to_string(http_port) + "/v1", "sim-model", "12"};
+  for (auto t : prompt)
+    args.push_back(std::to_string(t));
+  child_process node{args};
+  auto code = node.wait(60s);
+  INFO(node.output());
+  REQUIRE(code == 0);
+  auto out = node.output();
+  auto doc = json::parse(out.substr(out.rfind('{', out.rfind("\"tokens\""))),
+                         nullptr, false);
+  REQUIRE(doc.is_object());
+  CHECK(doc["tokens"].get<std::vector<uint32_t>>() ==
+        expected_tokens(prompt, 12));
+  CHECK(doc["finish"] == "length");
+  CHECK(doc["chunks"].get<int>() >= 2);
+  CHECK(doc["whole"].get<std::vector<uint32_t>>() ==
+        expected_tokens(prompt, 12));
+  CHECK(doc["usage"]["completion_tokens"] == 12);
+  CHECK(doc["errorStatus"] == 404);
+  all.signal(SIGTERM);
+  CHECK(all.wait(20s) == 0);
+}
