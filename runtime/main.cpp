@@ -12,6 +12,7 @@
 #include "actors/indexer/indexer_actor.hpp"
 #include "actors/registrar/registrar.hpp"
 #include "actors/router/demo_workload.hpp"
+#include "actors/router/disagg_policy.hpp"
 #include "actors/router/dispatcher.hpp"
 #include "actors/router/http_frontend.hpp"
 #include "actors/router/kv_router.hpp"
@@ -149,8 +150,16 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
   parts->brain = router::spawn_kv_router(ctx.sys, rc);
   parts->watcher =
     std::make_unique<router::worker_watcher>(parts->disc, parts->brain);
+  std::optional<router::disagg_config> disagg;
+  if (o.get_bool("router-conditional-disagg"))
+    disagg = router::parse_disagg_config(
+      o.get_string("router-conditional-disagg-config"), nullptr);
+  std::optional<double> queue_threshold;
+  if (o.get_number("router-queue-threshold") > 0)
+    queue_threshold = o.get_number("router-queue-threshold");
   parts->dispatch = std::make_unique<router::dispatcher>(
-    ctx.sys, parts->brain, static_cast<int>(o.get_int("migration-limit")));
+    ctx.sys, parts->brain, static_cast<int>(o.get_int("migration-limit")),
+    disagg, queue_threshold);
   auto served = rc.model;
   std::weak_ptr<router_parts> weak = parts;
   // The models to list and accept: the configured one, else the workers'
@@ -283,6 +292,20 @@ int run_main(int argc, char** argv) {
   }
   const auto& opts = parsed.opts;
   const auto& role = opts.get_string("role");
+  if (role != "sidecar" && opts.get_bool("router-conditional-disagg")) {
+    // Bad combinations are refused before anything starts.
+    std::string why;
+    if (opts.get_string("router-mode") != "kv")
+      why = "--router-conditional-disagg needs --router-mode kv (the "
+            "effective ISL comes from the KV index)";
+    else
+      router::parse_disagg_config(
+        opts.get_string("router-conditional-disagg-config"), &why);
+    if (!why.empty()) {
+      std::fprintf(stderr, "outrider: error: %s\n", why.c_str());
+      return 2;
+    }
+  }
   runtime::setup_logging(opts.get_string("log-level"),
                          opts.get_string("log-format"));
   return runtime::run_process(opts, role == "router" ? router_children

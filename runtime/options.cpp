@@ -122,6 +122,20 @@ std::vector<option_spec> make_specs() {
     make("migration-limit", ot::integer, "2",
          "router: times a broken stream moves to another worker",
          "--migration-limit 1", {}, 0, 100),
+    make("router-conditional-disagg", ot::boolean, "false",
+         "router: prefill on prefill workers and decode on decode workers, "
+         "or prefill locally on the decode worker, by policy",
+         "--router-conditional-disagg"),
+    make("router-conditional-disagg-config", ot::string, "{}",
+         "router: the policy as JSON (policy isl_bounding|prefill_load|"
+         "isl_or_load, eff_isl_threshold, eff_isl_ratio_threshold, "
+         "prefill_busy_threshold, decode_busy_threshold)",
+         "--router-conditional-disagg-config "
+         "'{\"policy\":\"isl_or_load\",\"eff_isl_threshold\":4096}'"),
+    make("router-queue-threshold", ot::number, "0",
+         "router: queued prefill tokens above which a worker counts as busy "
+         "(0: no threshold)",
+         "--router-queue-threshold 8192"),
     make("served-model", ot::string, "",
          "router: the model to serve (default: the workers')",
          "--served-model llama-3-8b"),

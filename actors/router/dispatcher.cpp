@@ -22,9 +22,85 @@ double seconds(clock_type::duration d) {
 
 } // namespace
 
+struct dispatcher::kv_session_ref {
+  oe::KvSessionRef ref;
+};
+
 dispatcher::dispatcher(caf::actor_system& sys, kv_router_actor router,
-                       int migration_limit)
-  : sys_(sys), router_(std::move(router)), migration_limit_(migration_limit) {}
+                       int migration_limit, std::optional<disagg_config> disagg,
+                       std::optional<double> queue_threshold)
+  : sys_(sys), router_(std::move(router)), migration_limit_(migration_limit),
+    disagg_(std::move(disagg)), queue_threshold_(queue_threshold) {}
+
+route_decision dispatcher::place(std::shared_ptr<route_request> req) {
+  route_decision d;
+  caf::scoped_actor self{sys_};
+  self
+    ->request(router_, std::chrono::seconds{5}, place_atom::value,
+              std::shared_ptr<const route_request>{std::move(req)})
+    .receive([&](route_decision& r) { d = std::move(r); },
+             [&](caf::error& e) { d.error = sys_.render(e); });
+  return d;
+}
+
+std::shared_ptr<dispatcher::kv_session_ref>
+dispatcher::maybe_remote_prefill(const std::vector<uint32_t>& tokens,
+                                 const route_decision& d) {
+  auto& m = runtime::global_metrics();
+  auto count = [&](const char* outcome) {
+    m.get_counter("outrider_router_disagg_decisions_total",
+                  "Conditional disaggregation decisions, by outcome",
+                  {{"outcome", outcome}})
+      .inc();
+  };
+  auto preq = std::make_shared<route_request>();
+  preq->tokens = tokens;
+  preq->role = "prefill";
+  auto p = place(preq);
+  if (!p.ok) {
+    count("no_prefill_pool");
+    return nullptr;
+  }
+  disagg_inputs in;
+  in.isl = static_cast<uint32_t>(tokens.size());
+  in.cached_on_decode = d.overlap_blocks * d.block_size;
+  in.prefill_queue = static_cast<double>(p.queued_prefill_tokens);
+  in.decode_blocks = static_cast<double>(d.held_decode_blocks);
+  auto decision = decide(*disagg_, in, queue_threshold_);
+  if (decision == disagg_decision::local_prefill) {
+    caf::anon_send(router_, release_atom::value, p.key);
+    count("local_prefill");
+    return nullptr;
+  }
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("openengine-target-dp-rank", std::to_string(p.rank));
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes{5});
+  oe::GenerateRequest req;
+  req.mutable_token_ids()->mutable_ids()->Add(tokens.begin(), tokens.end());
+  req.mutable_stopping()->set_max_tokens(1);
+  auto stub = oe::Inference::NewStub(channel_for(p.endpoint));
+  auto reader = stub->Generate(&ctx, req);
+  oe::GenerateResponse resp;
+  auto session = std::make_shared<kv_session_ref>();
+  bool ready = false;
+  while (reader->Read(&resp))
+    if (resp.has_prefill_ready()) {
+      session->ref = resp.prefill_ready().kv_session();
+      ready = true;
+    }
+  auto st = reader->Finish();
+  caf::anon_send(router_, release_atom::value, p.key);
+  if (!st.ok() || !ready) {
+    // The decode worker prefills it itself instead.
+    count("prefill_failed");
+    spdlog::warn("router: remote prefill on {} failed ({}); prefilling "
+                 "locally",
+                 p.worker_id, st.error_message());
+    return nullptr;
+  }
+  count("remote_prefill");
+  return session;
+}
 
 std::shared_ptr<grpc::Channel>
 dispatcher::channel_for(const std::string& endpoint) {
@@ -61,15 +137,14 @@ generate_outcome dispatcher::generate(
     req->tokens = p.prompt;
     req->tokens.insert(req->tokens.end(), out.tokens.begin(), out.tokens.end());
     req->exclude = exclude;
-    route_decision d;
     auto tp = clock_type::now();
-    {
-      caf::scoped_actor self{sys_};
-      self
-        ->request(router_, std::chrono::seconds{5}, place_atom::value,
-                  std::shared_ptr<const route_request>{req})
-        .receive([&](route_decision& r) { d = std::move(r); },
-                 [&](caf::error& e) { d.error = sys_.render(e); });
+    // With disaggregation the request is decoded on a decode worker (any
+    // decoding worker when there is no decode pool).
+    req->role = disagg_ ? "decode" : "";
+    auto d = place(req);
+    if (!d.ok && disagg_) {
+      req->role.clear();
+      d = place(req);
     }
     overhead.observe(seconds(clock_type::now() - tp));
     if (!d.ok) {
@@ -89,6 +164,10 @@ generate_outcome dispatcher::generate(
       p.max_tokens - static_cast<uint32_t>(out.tokens.size()));
     if (p.temperature)
       greq.mutable_sampling()->set_temperature(*p.temperature);
+    if (disagg_ && out.tokens.empty() && d.worker_id.size()) {
+      if (auto session = maybe_remote_prefill(req->tokens, d))
+        *greq.mutable_kv()->mutable_session() = session->ref;
+    }
     auto stub = oe::Inference::NewStub(channel_for(d.endpoint));
     auto reader = stub->Generate(&ctx, greq);
     oe::GenerateResponse resp;

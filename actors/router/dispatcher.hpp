@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/router/disagg_policy.hpp"
 #include "actors/router/kv_router.hpp"
 
 namespace grpc {
@@ -42,11 +43,15 @@ struct generate_outcome {
 /// prefill and completion back for load tracking. A stream that breaks
 /// (UNAVAILABLE) is migrated: the tokens so far are appended to the prompt
 /// and the request continues on another worker, up to `migration_limit`
-/// times; the caller sees one contiguous stream.
+/// times; the caller sees one contiguous stream. With conditional
+/// disaggregation a request goes to a decode worker, prefilled first on a
+/// prefill worker when the policy says so (the KV session travels along).
 class dispatcher {
  public:
   dispatcher(caf::actor_system& sys, kv_router_actor router,
-             int migration_limit);
+             int migration_limit,
+             std::optional<disagg_config> disagg = std::nullopt,
+             std::optional<double> queue_threshold = std::nullopt);
 
   /// `on_tokens` gets each chunk of new tokens; returning false cancels
   /// (the engine request is aborted by the relay). Blocks until done.
@@ -54,12 +59,22 @@ class dispatcher {
   generate(const generate_params& p,
            const std::function<bool(const std::vector<uint32_t>&)>& on_tokens);
 
+  struct kv_session_ref; // an OpenEngine KvSessionRef
+
  private:
   std::shared_ptr<grpc::Channel> channel_for(const std::string& endpoint);
+  route_decision place(std::shared_ptr<route_request> req);
+  /// Conditional disaggregation: prefills remotely when the policy says so
+  /// and returns the KV session for the decode worker `d`.
+  std::shared_ptr<kv_session_ref>
+  maybe_remote_prefill(const std::vector<uint32_t>& tokens,
+                       const route_decision& d);
 
   caf::actor_system& sys_;
   kv_router_actor router_;
   int migration_limit_;
+  std::optional<disagg_config> disagg_;
+  std::optional<double> queue_threshold_;
   std::mutex mtx_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_; // mtx_
 };

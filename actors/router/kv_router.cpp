@@ -16,6 +16,7 @@ namespace {
 
 struct slot_info {
   std::string worker_id;
+  std::string role;
   std::string endpoint;
   int rank = 0;
   bool alive = false;
@@ -108,13 +109,18 @@ route_decision place(self_ptr self, const route_request& req) {
   std::vector<candidate> cands;
   for (uint32_t s = 0; s < st.slots.size(); ++s) {
     const auto& info = st.slots[s];
-    if (!info.alive || std::find(req.exclude.begin(), req.exclude.end(),
-                                 info.worker_id) != req.exclude.end())
+    // "" means any worker that decodes: aggregated or decode.
+    bool role_ok =
+      req.role.empty() ? info.role != "prefill" : info.role == req.role;
+    if (!info.alive || !role_ok ||
+        std::find(req.exclude.begin(), req.exclude.end(), info.worker_id) !=
+          req.exclude.end())
       continue;
     cands.push_back(candidate{s, 0, info.prefill_tokens, info.decode_blocks});
   }
   if (cands.empty()) {
-    d.error = "no worker is available";
+    d.error = req.role.empty() ? "no worker is available"
+                               : "no " + req.role + " worker is available";
     return d;
   }
   auto bs = std::max(1u, st.block_size);
@@ -146,6 +152,9 @@ route_decision place(self_ptr self, const route_request& req) {
       overlap_blocks = o.blocks;
   auto slot = cands[pick].slot;
   auto& info = st.slots[slot];
+  d.queued_prefill_tokens = info.prefill_tokens;
+  d.held_decode_blocks = info.decode_blocks;
+  d.block_size = bs;
   booking b;
   b.slot = slot;
   b.prefill_tokens =
@@ -209,7 +218,7 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg) {
       auto& slots = st.worker_slots[r.worker_id];
       for (uint32_t rank = 0; rank < r.data_parallel_size; ++rank) {
         slots.push_back(static_cast<uint32_t>(st.slots.size()));
-        st.slots.push_back(slot_info{r.worker_id, r.relay_endpoint,
+        st.slots.push_back(slot_info{r.worker_id, r.role, r.relay_endpoint,
                                      static_cast<int>(rank), true, 0, 0});
       }
       spdlog::info("router: worker {} ({} rank(s), {}) joined", r.worker_id,

@@ -18,6 +18,9 @@ namespace outrider::router {
 struct route_request {
   std::vector<uint32_t> tokens;
   std::vector<std::string> exclude; // workers that already failed it
+  /// Which workers qualify: "prefill", "decode", or "" for every worker
+  /// that decodes (aggregated or decode).
+  std::string role;
 };
 
 /// Where it goes.
@@ -30,6 +33,10 @@ struct route_decision {
   int rank = 0;
   uint32_t overlap_blocks = 0;
   uint32_t prompt_blocks = 0;
+  uint32_t block_size = 0;
+  /// The chosen rank's load before this request was booked.
+  uint64_t queued_prefill_tokens = 0;
+  uint64_t held_decode_blocks = 0;
 };
 
 /// A batch of a worker rank's KV events from its sidecar.

@@ -355,3 +355,117 @@ TEST_CASE("the official openai client streams from the frontend") {
   all.signal(SIGTERM);
   CHECK(all.wait(20s) == 0);
 }
+
+namespace {
+
+// One prefill and one decode engine, with sidecars, and a router with
+// conditional disaggregation configured by `config`.
+struct disagg_cluster {
+  temp_dir discovery;
+  sim_process prefill{{.role = "prefill"}};
+  sim_process decode{{.role = "decode"}};
+  std::unique_ptr<sidecar_process> prefill_side, decode_side;
+  uint16_t http_port = free_port();
+  uint16_t status = free_port();
+  std::unique_ptr<child_process> router;
+
+  explicit disagg_cluster(const std::string& config) {
+    REQUIRE(prefill.wait_serving(10s));
+    REQUIRE(decode.wait_serving(10s));
+    auto flags = [&](const char* id) {
+      return std::vector<std::string>{"--discovery-dir", discovery.str(),
+                                      "--worker-id", id};
+    };
+    prefill_side = std::make_unique<sidecar_process>(prefill.endpoint(),
+                                                     nullptr, flags("p0"));
+    decode_side = std::make_unique<sidecar_process>(decode.endpoint(), nullptr,
+                                                    flags("d0"));
+    for (auto* s : {prefill_side.get(), decode_side.get()})
+      REQUIRE(eventually([&] { return s->get("/ready") == 200; }, 10s));
+    router = std::make_unique<child_process>(std::vector<std::string>{
+      OUTRIDER_BIN, "--role", "router", "--discovery-dir", discovery.str(),
+      "--http-port", std::to_string(http_port), "--system-port",
+      std::to_string(status), "--router-conditional-disagg",
+      "--router-conditional-disagg-config", config});
+    REQUIRE(eventually(
+      [&] {
+        std::string body;
+        return http_get(http_port, "/v1/models", &body) == 200 &&
+               body.find("sim-model") != std::string::npos;
+      },
+      10s));
+  }
+
+  double metric(const std::string& series) const {
+    std::string body;
+    http_get(status, "/metrics", &body);
+    std::istringstream in{body};
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind(series + " ", 0) == 0)
+        return std::stod(line.substr(series.size() + 1));
+    return 0;
+  }
+
+  std::vector<uint32_t> complete(const std::vector<uint32_t>& prompt,
+                                 uint32_t max_tokens) {
+    auto [code, body] =
+      http(http_port, "POST", "/v1/completions",
+           json{{"prompt", prompt}, {"max_tokens", max_tokens}}.dump());
+    INFO(body);
+    REQUIRE(code == 200);
+    return json::parse(body)["choices"][0]["token_ids"]
+      .get<std::vector<uint32_t>>();
+  }
+};
+
+const std::string decisions = "outrider_router_disagg_decisions_total";
+
+} // namespace
+
+TEST_CASE("isl_bounding: a long new prompt is prefilled remotely, a cached "
+          "one locally") {
+  disagg_cluster c{R"({"policy":"isl_bounding","eff_isl_threshold":64,)"
+                   R"("eff_isl_ratio_threshold":0.7})"};
+  auto prompt = tokens(600, 200); // 50 blocks, nothing cached
+  CHECK(c.complete(prompt, 6) == expected_tokens(prompt, 6));
+  CHECK(c.metric(decisions + "{outcome=\"remote_prefill\"}") == 1);
+  CHECK(c.prefill.cache(0)["blocks"].size() == 50);
+  CHECK(c.decode.cache(0)["blocks"].size() >= 50); // transferred, stored
+  // The router learns the decode worker's blocks; the same prefix with a
+  // short suffix is now cheap to prefill where it will be decoded.
+  REQUIRE(eventually(
+    [&] { return c.metric("outrider_router_index_entries") >= 100; }, 10s));
+  auto longer = concat(prompt, tokens(9000, 8));
+  CHECK(c.complete(longer, 6) == expected_tokens(longer, 6));
+  CHECK(c.metric(decisions + "{outcome=\"local_prefill\"}") == 1);
+  CHECK(c.metric(decisions + "{outcome=\"remote_prefill\"}") == 1);
+}
+
+TEST_CASE("prefill_load: an idle prefill worker gets the prefill") {
+  disagg_cluster c{
+    R"({"policy":"prefill_load","prefill_busy_threshold":100000})"};
+  auto prompt = tokens(100, 40);
+  CHECK(c.complete(prompt, 4) == expected_tokens(prompt, 4));
+  auto again = concat(prompt, tokens(5000, 4));
+  CHECK(c.complete(again, 4) == expected_tokens(again, 4));
+  // Not busy: both prefilled remotely, whatever the decode worker holds.
+  CHECK(c.metric(decisions + "{outcome=\"remote_prefill\"}") == 2);
+  CHECK(c.metric(decisions + "{outcome=\"local_prefill\"}") == 0);
+}
+
+TEST_CASE("bad disaggregation settings are refused at start") {
+  for (auto args : std::vector<std::vector<std::string>>{
+         {"--router-conditional-disagg", "--router-mode", "round-robin"},
+         {"--router-conditional-disagg", "--router-conditional-disagg-config",
+          R"({"eff_isl_ratio_threshold":1.5})"},
+         {"--router-conditional-disagg", "--router-conditional-disagg-config",
+          R"({"policy":"isl_bounding","bogus":1})"}}) {
+    args.insert(args.begin(), {OUTRIDER_BIN, "--role", "router"});
+    child_process p{args};
+    auto code = p.wait(10s);
+    INFO(p.output());
+    CHECK(code == 2);
+    CHECK_THAT(p.output(), Catch::Matchers::Contains("outrider: error:"));
+  }
+}
