@@ -1,5 +1,6 @@
 #include "actors/router/kv_router.hpp"
 
+#include <chrono>
 #include <map>
 #include <random>
 #include <unordered_map>
@@ -24,6 +25,14 @@ struct slot_info {
   uint64_t decode_blocks = 0;
 };
 
+using steady = std::chrono::steady_clock;
+
+// Blocks a rank will hold once the requests just routed there are
+// prefilled: counted before their events arrive, so that a burst sharing a
+// prefix is not scattered. Entries expire.
+constexpr auto prediction_ttl = std::chrono::seconds{5};
+constexpr size_t prediction_cap = 200000; // per rank
+
 struct booking {
   uint32_t slot = 0;
   uint64_t prefill_tokens = 0;
@@ -39,6 +48,7 @@ struct router_state {
   std::map<std::string, cluster::worker_record> workers;
   std::map<std::string, std::vector<uint32_t>> worker_slots;
   std::vector<slot_info> slots;
+  std::vector<std::unordered_map<uint64_t, steady::time_point>> predicted;
   std::unordered_map<uint64_t, booking> bookings;
   uint64_t next_key = 1;
   uint64_t round_robin = 0;
@@ -94,6 +104,7 @@ void worker_gone(self_ptr self, const std::string& id) {
   for (auto slot : i->second) {
     st.index.clear_slot(slot);
     st.slots[slot].alive = false;
+    st.predicted[slot].clear();
   }
   std::erase_if(st.bookings, [&](const auto& kv) {
     return st.slots[kv.second.slot].worker_id == id;
@@ -126,17 +137,29 @@ route_decision place(self_ptr self, const route_request& req) {
   auto bs = std::max(1u, st.block_size);
   auto prompt_blocks = static_cast<uint32_t>((req.tokens.size() + bs - 1) / bs);
   size_t pick = 0;
+  auto seq = sequence_hashes(req.tokens.data(), req.tokens.size(), bs);
   if (st.cfg.mode == "round-robin") {
     pick = st.round_robin++ % cands.size();
   } else if (st.cfg.mode == "random") {
     pick = std::uniform_int_distribution<size_t>{0, cands.size() - 1}(st.rng);
   } else {
-    auto seq = sequence_hashes(req.tokens.data(), req.tokens.size(), bs);
     std::unordered_map<uint32_t, uint32_t> overlap;
     for (auto o : st.index.find_matches(seq))
       overlap[o.slot] = o.blocks;
-    for (auto& c : cands)
+    auto now = steady::now();
+    for (auto& c : cands) {
       c.overlap_blocks = overlap.count(c.slot) ? overlap[c.slot] : 0;
+      // Predicted blocks extend what the index knows.
+      const auto& pred = st.predicted[c.slot];
+      uint32_t n = 0;
+      while (n < seq.size()) {
+        auto i = pred.find(seq[n]);
+        if (i == pred.end() || i->second < now)
+          break;
+        ++n;
+      }
+      c.overlap_blocks = std::max(c.overlap_blocks, n);
+    }
     auto cfg = st.cfg.selector;
     cfg.block_size = bs;
     auto sel = select_worker(cands, prompt_blocks, cfg, st.rng);
@@ -145,13 +168,23 @@ route_decision place(self_ptr self, const route_request& req) {
         pick = i;
   }
   // The overlap is reported in every mode, for the hit-rate metrics.
-  auto seq = sequence_hashes(req.tokens.data(), req.tokens.size(), bs);
   uint32_t overlap_blocks = 0;
   for (auto o : st.index.find_matches(seq))
     if (o.slot == cands[pick].slot)
       overlap_blocks = o.blocks;
   auto slot = cands[pick].slot;
   auto& info = st.slots[slot];
+  if (st.cfg.mode == "kv") {
+    auto& pred = st.predicted[slot];
+    auto expiry = steady::now() + prediction_ttl;
+    if (pred.size() + seq.size() > prediction_cap)
+      std::erase_if(pred, [now = steady::now()](const auto& kv) {
+        return kv.second < now;
+      });
+    if (pred.size() + seq.size() <= prediction_cap)
+      for (auto h : seq)
+        pred[h] = expiry;
+  }
   d.queued_prefill_tokens = info.prefill_tokens;
   d.held_decode_blocks = info.decode_blocks;
   d.block_size = bs;
@@ -218,6 +251,7 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg) {
       auto& slots = st.worker_slots[r.worker_id];
       for (uint32_t rank = 0; rank < r.data_parallel_size; ++rank) {
         slots.push_back(static_cast<uint32_t>(st.slots.size()));
+        st.predicted.emplace_back();
         st.slots.push_back(slot_info{r.worker_id, r.role, r.relay_endpoint,
                                      static_cast<int>(rank), true, 0, 0});
       }
