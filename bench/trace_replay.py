@@ -97,6 +97,7 @@ def run_mode(mode, recs, args, outrider):
         [outrider, "--role", "all", "--sim-engines", "4", "--router-mode", mode,
          "--sim-speedup", str(args.speedup), "--sim-kv-blocks", str(args.kv_blocks),
          "--data-dir", work, "--http-port", str(port), "--system-port", str(status),
+         "--grpc-port", "0",
          "--log-level", "warn"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

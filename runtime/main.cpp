@@ -14,6 +14,7 @@
 #include "actors/router/demo_workload.hpp"
 #include "actors/router/disagg_policy.hpp"
 #include "actors/router/dispatcher.hpp"
+#include "actors/router/grpc_frontend.hpp"
 #include "actors/router/http_frontend.hpp"
 #include "actors/router/kv_router.hpp"
 #include "actors/router/worker_watcher.hpp"
@@ -127,6 +128,7 @@ struct router_parts {
   std::unique_ptr<router::worker_watcher> watcher;
   std::unique_ptr<router::dispatcher> dispatch;
   std::unique_ptr<router::http_frontend> frontend;
+  std::unique_ptr<router::grpc_frontend> grpc;
   router::kv_router_actor brain;
   std::mutex models_mtx;
   std::vector<std::string> models;
@@ -193,8 +195,21 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
     ctx.health->set_component("frontend", "serving");
     ctx.health->set_ready(true);
   }
+  if (auto port = o.get_int("grpc-port"); port > 0) {
+    parts->grpc =
+      std::make_unique<router::grpc_frontend>(*parts->dispatch, models);
+    if (auto gerr = parts->grpc->start(o.get_string("http-host"),
+                                       static_cast<uint16_t>(port));
+        !gerr.empty())
+      ctx.control->request_exit(1, "gRPC frontend: " + gerr);
+    else
+      spdlog::info("router: OpenEngine Inference on {}:{}",
+                   o.get_string("http-host"), port);
+  }
   ctx.pre_stop_hooks.push_back([parts] {
     parts->frontend->stop();
+    if (parts->grpc)
+      parts->grpc->stop();
     parts->watcher.reset();
     caf::anon_send_exit(parts->brain, caf::exit_reason::user_shutdown);
   });

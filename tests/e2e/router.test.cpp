@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "openengine.grpc.pb.h"
 #include "sim/engine_core.hpp"
 #include "tests/e2e/sidecar_process.hpp"
 #include "tests/e2e/sim_process.hpp"
@@ -79,6 +80,7 @@ struct cluster {
   std::vector<std::unique_ptr<sim_process>> sims;
   std::vector<std::unique_ptr<sidecar_process>> sides;
   uint16_t http_port = free_port();
+  uint16_t grpc_port = free_port();
   uint16_t router_status = free_port();
   std::unique_ptr<child_process> router;
 
@@ -108,7 +110,9 @@ struct cluster {
                                   "--http-port",
                                   std::to_string(http_port),
                                   "--system-port",
-                                  std::to_string(router_status)};
+                                  std::to_string(router_status),
+                                  "--grpc-port",
+                                  std::to_string(grpc_port)};
     args.insert(args.end(), flags.begin(), flags.end());
     router = std::make_unique<child_process>(args);
     REQUIRE(eventually([&] { return http_get(router_status, "/ready") == 200; },
@@ -301,7 +305,8 @@ TEST_CASE("role all runs a whole cluster and a workload through it") {
   child_process all{{OUTRIDER_BIN, "--role", "all", "--sim-engines", "2",
                      "--demo-requests", "12", "--data-dir", work.str(),
                      "--system-port", std::to_string(free_port()),
-                     "--http-port", std::to_string(free_port())}};
+                     "--http-port", std::to_string(free_port()), "--grpc-port",
+                     "0"}};
   auto code = all.wait(60s);
   INFO(all.output());
   REQUIRE(code);
@@ -319,7 +324,7 @@ TEST_CASE("the official openai client streams from the frontend") {
   child_process all{{OUTRIDER_BIN, "--role", "all", "--sim-engines", "1",
                      "--data-dir", work.str(), "--system-port",
                      std::to_string(free_port()), "--http-port",
-                     std::to_string(http_port)}};
+                     std::to_string(http_port), "--grpc-port", "0"}};
   // Ready once the worker is listed.
   REQUIRE(eventually(
     [&] {
@@ -385,7 +390,7 @@ struct disagg_cluster {
     router = std::make_unique<child_process>(std::vector<std::string>{
       OUTRIDER_BIN, "--role", "router", "--discovery-dir", discovery.str(),
       "--http-port", std::to_string(http_port), "--system-port",
-      std::to_string(status), "--router-conditional-disagg",
+      std::to_string(status), "--grpc-port", "0", "--router-conditional-disagg",
       "--router-conditional-disagg-config", config});
     REQUIRE(eventually(
       [&] {
@@ -468,4 +473,35 @@ TEST_CASE("bad disaggregation settings are refused at start") {
     CHECK(code == 2);
     CHECK_THAT(p.output(), Catch::Matchers::Contains("outrider: error:"));
   }
+}
+
+TEST_CASE("token-level clients use the router's OpenEngine gRPC frontend") {
+  cluster c{1};
+  auto stub = openengine::v1::Inference::NewStub(
+    grpc::CreateChannel("127.0.0.1:" + std::to_string(c.grpc_port),
+                        grpc::InsecureChannelCredentials()));
+  auto prompt = tokens(77, 30);
+  auto run = [&](const std::vector<uint32_t>& p, const std::string& model,
+                 std::vector<uint32_t>* out) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+    openengine::v1::GenerateRequest req;
+    req.set_model(model);
+    req.mutable_token_ids()->mutable_ids()->Add(p.begin(), p.end());
+    req.mutable_stopping()->set_max_tokens(9);
+    auto reader = stub->Generate(&ctx, req);
+    openengine::v1::GenerateResponse resp;
+    while (reader->Read(&resp))
+      if (resp.has_token() && out)
+        for (const auto& t : resp.token().tokens())
+          out->push_back(t.token_id());
+    return reader->Finish();
+  };
+  std::vector<uint32_t> got;
+  REQUIRE(run(prompt, "", &got).ok());
+  CHECK(got == expected_tokens(prompt, 9));
+  CHECK(run({}, "", nullptr).error_code() ==
+        grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(run(prompt, "no-such", nullptr).error_code() ==
+        grpc::StatusCode::NOT_FOUND);
 }
