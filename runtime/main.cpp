@@ -161,7 +161,7 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
     queue_threshold = o.get_number("router-queue-threshold");
   parts->dispatch = std::make_unique<router::dispatcher>(
     ctx.sys, parts->brain, static_cast<int>(o.get_int("migration-limit")),
-    disagg, queue_threshold);
+    disagg, queue_threshold, o.get_string("dispatch") == "direct");
   auto served = rc.model;
   std::weak_ptr<router_parts> weak = parts;
   // The models to list and accept: the configured one, else the workers'

@@ -113,6 +113,10 @@ std::vector<option_spec> make_specs() {
     make("grpc-port", ot::integer, "8001",
          "router: port of the OpenEngine Inference frontend (0: off)",
          "--grpc-port 8001", {}, 0, 65535),
+    make("dispatch", ot::string, "relay",
+         "router: through each worker's sidecar relay, or straight to its "
+         "engine (OpenEngine or vLLM native)",
+         "--dispatch direct", {"relay", "direct"}),
     make("router-mode", ot::string, "kv",
          "router: kv (prefix overlap and load), round-robin or random",
          "--router-mode round-robin", {"kv", "round-robin", "random"}),

@@ -1,10 +1,13 @@
 #include "actors/router/dispatcher.hpp"
 
 #include <chrono>
+#include <unistd.h>
 
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/sidecar/engine_adapter.hpp"
+#include "actors/sidecar/engine_stream.hpp"
 #include "openengine.grpc.pb.h"
 #include "runtime/metrics.hpp"
 
@@ -28,9 +31,10 @@ struct dispatcher::kv_session_ref {
 
 dispatcher::dispatcher(caf::actor_system& sys, kv_router_actor router,
                        int migration_limit, std::optional<disagg_config> disagg,
-                       std::optional<double> queue_threshold)
+                       std::optional<double> queue_threshold, bool direct)
   : sys_(sys), router_(std::move(router)), migration_limit_(migration_limit),
-    disagg_(std::move(disagg)), queue_threshold_(queue_threshold) {}
+    disagg_(std::move(disagg)), queue_threshold_(queue_threshold),
+    direct_(direct) {}
 
 route_decision dispatcher::place(std::shared_ptr<route_request> req) {
   route_decision d;
@@ -155,9 +159,10 @@ generate_outcome dispatcher::generate(
     if (attempt == 0)
       out.cached_tokens = 0;
     out.worker_id = d.worker_id;
-    grpc::ClientContext ctx;
-    ctx.AddMetadata("openengine-target-dp-rank", std::to_string(d.rank));
     oe::GenerateRequest greq;
+    // An id of our own, to abort the request on the engine in direct mode.
+    greq.set_request_id("router-" + std::to_string(::getpid()) + "-" +
+                        std::to_string(next_id_.fetch_add(1)));
     greq.mutable_token_ids()->mutable_ids()->Add(req->tokens.begin(),
                                                  req->tokens.end());
     greq.mutable_stopping()->set_max_tokens(
@@ -168,42 +173,54 @@ generate_outcome dispatcher::generate(
       if (auto session = maybe_remote_prefill(req->tokens, d))
         *greq.mutable_kv()->mutable_session() = session->ref;
     }
-    auto stub = oe::Inference::NewStub(channel_for(d.endpoint));
-    auto reader = stub->Generate(&ctx, greq);
-    oe::GenerateResponse resp;
+    // Through the worker's relay (OpenEngine), or straight to its engine in
+    // whatever dialect the engine speaks.
+    auto endpoint = direct_ ? d.engine_endpoint : d.endpoint;
+    auto dialect = direct_ ? sidecar::dialect_of(d.protocol)
+                           : sidecar::engine_dialect::openengine;
+    grpc::ClientContext ctx;
     bool prefilled = false;
-    bool cancelled = false;
-    while (reader->Read(&resp)) {
-      if (resp.has_token()) {
-        std::vector<uint32_t> chunk;
-        for (const auto& t : resp.token().tokens())
-          chunk.push_back(t.token_id());
-        auto now = clock_type::now();
-        if (out.tokens.empty())
-          ttft.observe(seconds(now - t0));
-        else
-          itl.observe(seconds(now - last_token));
-        last_token = now;
-        if (!prefilled) {
-          prefilled = true;
-          caf::anon_send(router_, prefilled_atom::value, d.key);
+    auto result = sidecar::stream_generate(
+      *channel_for(endpoint), dialect, greq,
+      {{"openengine-target-dp-rank", std::to_string(d.rank)}}, ctx,
+      [&](const oe::GenerateResponse& resp, uint32_t) {
+        if (resp.has_token()) {
+          std::vector<uint32_t> chunk;
+          for (const auto& t : resp.token().tokens())
+            chunk.push_back(t.token_id());
+          auto now = clock_type::now();
+          if (out.tokens.empty())
+            ttft.observe(seconds(now - t0));
+          else
+            itl.observe(seconds(now - last_token));
+          last_token = now;
+          if (!prefilled) {
+            prefilled = true;
+            caf::anon_send(router_, prefilled_atom::value, d.key);
+          }
+          out.tokens.insert(out.tokens.end(), chunk.begin(), chunk.end());
+          return on_tokens(chunk);
         }
-        out.tokens.insert(out.tokens.end(), chunk.begin(), chunk.end());
-        if (!on_tokens(chunk)) {
-          cancelled = true;
-          ctx.TryCancel();
-          break;
+        if (resp.has_finished()) {
+          out.finish_reason = resp.finished().reason() == oe::FINISH_REASON_STOP
+                                ? "stop"
+                                : "length";
+          if (attempt == 0 && resp.usage().has_cached_prompt_tokens())
+            out.cached_tokens = resp.usage().cached_prompt_tokens();
         }
-      } else if (resp.has_finished()) {
-        out.finish_reason = resp.finished().reason() == oe::FINISH_REASON_STOP
-                              ? "stop"
-                              : "length";
-        if (attempt == 0 && resp.usage().has_cached_prompt_tokens())
-          out.cached_tokens = resp.usage().cached_prompt_tokens();
-      }
-    }
-    auto st = reader->Finish();
+        return true;
+      });
+    auto st = result.status;
+    bool cancelled = result.cancelled;
     caf::anon_send(router_, release_atom::value, d.key);
+    if (cancelled && direct_) {
+      // Engines keep generating for a dropped stream: abort it (the relay
+      // does this itself in relay mode).
+      auto err = sidecar::make_engine_adapter(d.protocol, d.engine_endpoint)
+                   ->abort(greq.request_id());
+      if (!err.empty())
+        spdlog::debug("router: abort on {}: {}", d.worker_id, err);
+    }
     if (cancelled) {
       out.http_status = 499;
       out.error = "cancelled by the client";

@@ -39,7 +39,8 @@ struct generate_outcome {
 
 /// Sends requests where the router says, straight from the caller's thread
 /// (the hot path stays off actor mailboxes): asks the router actor for a
-/// rank, streams OpenEngine `Generate` from the worker's relay, reports
+/// rank, streams `Generate` from the worker's relay (OpenEngine) or, with
+/// `--dispatch direct`, from its engine (OpenEngine or vLLM), reports
 /// prefill and completion back for load tracking. A stream that breaks
 /// (UNAVAILABLE) is migrated: the tokens so far are appended to the prompt
 /// and the request continues on another worker, up to `migration_limit`
@@ -51,7 +52,8 @@ class dispatcher {
   dispatcher(caf::actor_system& sys, kv_router_actor router,
              int migration_limit,
              std::optional<disagg_config> disagg = std::nullopt,
-             std::optional<double> queue_threshold = std::nullopt);
+             std::optional<double> queue_threshold = std::nullopt,
+             bool direct = false);
 
   /// `on_tokens` gets each chunk of new tokens; returning false cancels
   /// (the engine request is aborted by the relay). Blocks until done.
@@ -75,6 +77,8 @@ class dispatcher {
   int migration_limit_;
   std::optional<disagg_config> disagg_;
   std::optional<double> queue_threshold_;
+  bool direct_ = false; // --dispatch direct: straight to the engines
+  std::atomic<uint64_t> next_id_{0};
   std::mutex mtx_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_; // mtx_
 };

@@ -19,6 +19,8 @@ struct slot_info {
   std::string worker_id;
   std::string role;
   std::string endpoint;
+  std::string engine_endpoint;
+  std::string protocol;
   int rank = 0;
   bool alive = false;
   uint64_t prefill_tokens = 0;
@@ -202,6 +204,8 @@ route_decision place(self_ptr self, const route_request& req) {
   st.set_load_gauges(slot);
   d.worker_id = info.worker_id;
   d.endpoint = info.endpoint;
+  d.engine_endpoint = info.engine_endpoint;
+  d.protocol = info.protocol;
   d.rank = info.rank;
   d.overlap_blocks = overlap_blocks;
   d.prompt_blocks = static_cast<uint32_t>(seq.size());
@@ -253,6 +257,7 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg) {
         slots.push_back(static_cast<uint32_t>(st.slots.size()));
         st.predicted.emplace_back();
         st.slots.push_back(slot_info{r.worker_id, r.role, r.relay_endpoint,
+                                     r.engine_endpoint, r.protocol,
                                      static_cast<int>(rank), true, 0, 0});
       }
       spdlog::info("router: worker {} ({} rank(s), {}) joined", r.worker_id,

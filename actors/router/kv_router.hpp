@@ -29,7 +29,9 @@ struct route_decision {
   std::string error;
   uint64_t key = 0; // for `release`
   std::string worker_id;
-  std::string endpoint; // the worker's relay
+  std::string endpoint;        // the worker's relay
+  std::string engine_endpoint; // its engine (direct dispatch)
+  std::string protocol;        // the engine's: openengine or vllm
   int rank = 0;
   uint32_t overlap_blocks = 0;
   uint32_t prompt_blocks = 0;

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/sidecar/engine_adapter.hpp"
+#include "actors/sidecar/engine_stream.hpp"
 #include "cluster/kv_proto.hpp"
 #include "openengine.grpc.pb.h"
 #include "runtime/metrics.hpp"
@@ -37,19 +38,6 @@ bool broke(const Status& st) {
     return true;
   default:
     return false;
-  }
-}
-
-oe::FinishReason from_vllm(vllm::FinishReason r) {
-  switch (r) {
-  case vllm::STOP:
-    return oe::FINISH_REASON_STOP;
-  case vllm::LENGTH:
-    return oe::FINISH_REASON_LENGTH;
-  case vllm::ABORTED:
-    return oe::FINISH_REASON_CANCELLED;
-  default:
-    return oe::FINISH_REASON_UNSPECIFIED;
   }
 }
 
@@ -88,9 +76,7 @@ struct metrics {
 struct relay::impl {
   relay_config cfg;
   std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<oe::Inference::Stub> oe_inference;
   std::unique_ptr<oe::Control::Stub> oe_control;
-  std::unique_ptr<vllm::Inference::Stub> vllm_inference;
   std::mutex adapter_mtx;
   std::unique_ptr<engine_adapter> adapter; // guarded by adapter_mtx
   std::atomic<dialect> engine_dialect{dialect::unknown};
@@ -155,120 +141,34 @@ class inference final : public oe::Inference::Service {
     auto id = in.request_id().empty()
                 ? "relay-" + std::to_string(r_.next_id.fetch_add(1))
                 : in.request_id();
-    grpc::ClientContext ectx;
-    // Metadata for the engine: OpenEngine keys as they came; for vLLM the
-    // rank becomes x-data-parallel-rank.
+    std::vector<std::pair<std::string, std::string>> metadata;
     for (const auto& [k, v] : ctx->client_metadata()) {
       std::string key(k.data(), k.size());
-      if (key.rfind("openengine-", 0) != 0)
-        continue;
-      std::string val(v.data(), v.size());
-      if (d == dialect::openengine)
-        ectx.AddMetadata(key, val);
-      else if (key == "openengine-target-dp-rank")
-        ectx.AddMetadata("x-data-parallel-rank", val);
+      if (key.rfind("openengine-", 0) == 0)
+        metadata.emplace_back(key, std::string(v.data(), v.size()));
     }
-    uint32_t tokens = 0;
     auto t_read = clock_type::now();
-    // Hands one message to the client; false when the client is gone.
-    auto deliver = [&](const oe::GenerateResponse& resp, uint32_t n) {
-      if (ctx->IsCancelled() || !w->Write(resp))
-        return false;
-      if (n > 0) {
-        tokens += n;
-        r_.m.tokens.inc(n);
-        r_.m.token_latency.observe(
-          std::chrono::duration<double>(clock_type::now() - t_read).count() /
-          n);
-      }
-      return true;
-    };
-    Status st;
-    bool client_gone = false;
-    if (d == dialect::openengine) {
-      auto req = in;
-      req.set_request_id(id);
-      auto reader = r_.oe_inference->Generate(&ectx, req);
-      oe::GenerateResponse resp;
-      while (reader->Read(&resp)) {
+    auto req = in;
+    req.set_request_id(id);
+    grpc::ClientContext ectx;
+    auto result = stream_generate(
+      *r_.channel,
+      d == dialect::vllm ? engine_dialect::vllm : engine_dialect::openengine,
+      req, metadata, ectx, [&](const oe::GenerateResponse& resp, uint32_t n) {
         t_read = clock_type::now();
-        auto n = resp.has_token()
-                   ? static_cast<uint32_t>(resp.token().tokens_size())
-                   : 0;
-        if (!deliver(resp, n)) {
-          client_gone = true;
-          ectx.TryCancel();
-          break;
+        if (ctx->IsCancelled() || !w->Write(resp))
+          return false;
+        if (n > 0) {
+          r_.m.tokens.inc(n);
+          r_.m.token_latency.observe(
+            std::chrono::duration<double>(clock_type::now() - t_read).count() /
+            n);
         }
-      }
-      st = reader->Finish();
-    } else {
-      if (in.has_prompt())
-        return {StatusCode::INVALID_ARGUMENT,
-                "text prompts are not supported; send token_ids"};
-      if (in.kv().has_session())
-        return {StatusCode::UNIMPLEMENTED,
-                "KV sessions are not relayed to vLLM engines yet"};
-      vllm::GenerateRequest req;
-      req.set_request_id(id);
-      req.set_model(in.model());
-      *req.mutable_token_ids()->mutable_ids() = in.token_ids().ids();
-      const auto& stop = in.stopping();
-      req.mutable_stopping()->set_max_new_tokens(
-        stop.has_max_tokens() ? stop.max_tokens() : 16);
-      for (const auto& c : stop.conditions())
-        if (c.has_stop_token_id())
-          req.mutable_stopping()->add_stop_token_ids(c.stop_token_id());
-      if (in.sampling().has_seed())
-        req.mutable_sampling()->set_seed(
-          static_cast<int64_t>(in.sampling().seed()));
-      if (in.sampling().has_temperature())
-        req.set_temperature(static_cast<float>(in.sampling().temperature()));
-      auto reader = r_.vllm_inference->GenerateStream(&ectx, req);
-      vllm::GenerateResponse resp;
-      bool first = true;
-      uint32_t prompt_tokens = 0;
-      while (reader->Read(&resp)) {
-        t_read = clock_type::now();
-        oe::GenerateResponse out;
-        out.set_request_id(id);
-        bool ok = true;
-        if (first) {
-          first = false;
-          prompt_tokens = resp.prompt_info().num_prompt_tokens();
-          out.mutable_prompt()->set_num_prompt_tokens(prompt_tokens);
-          ok = deliver(out, 0);
-          out.Clear();
-          out.set_request_id(id);
-        }
-        const auto& seq = resp.outputs();
-        if (ok && seq.token_ids_size() > 0) {
-          auto* t = out.mutable_token();
-          t->set_output_index(seq.index());
-          for (auto tok : seq.token_ids())
-            t->add_tokens()->set_token_id(tok);
-          ok = deliver(out, static_cast<uint32_t>(seq.token_ids_size()));
-        }
-        if (ok && seq.has_finish_info()) {
-          oe::GenerateResponse fin;
-          fin.set_request_id(id);
-          fin.mutable_finished()->set_reason(
-            from_vllm(seq.finish_info().finish_reason()));
-          auto* u = fin.mutable_usage();
-          u->set_prompt_tokens(prompt_tokens);
-          u->set_completion_tokens(seq.finish_info().num_output_tokens());
-          u->set_total_tokens(prompt_tokens +
-                              seq.finish_info().num_output_tokens());
-          ok = deliver(fin, 0);
-        }
-        if (!ok) {
-          client_gone = true;
-          ectx.TryCancel();
-          break;
-        }
-      }
-      st = reader->Finish();
-    }
+        return true;
+      });
+    auto st = result.status;
+    auto tokens = result.tokens;
+    bool client_gone = result.cancelled;
     if (client_gone || ctx->IsCancelled()) {
       // Dropping a stream does not stop a vLLM request: abort it.
       r_.abort_on_engine(id);
@@ -432,9 +332,7 @@ relay::relay(relay_config cfg) : impl_(std::make_unique<impl>()) {
   impl_->cfg = std::move(cfg);
   impl_->channel = grpc::CreateChannel(impl_->cfg.engine_endpoint,
                                        grpc::InsecureChannelCredentials());
-  impl_->oe_inference = oe::Inference::NewStub(impl_->channel);
   impl_->oe_control = oe::Control::NewStub(impl_->channel);
-  impl_->vllm_inference = vllm::Inference::NewStub(impl_->channel);
   impl_->adapter =
     make_engine_adapter(impl_->cfg.engine_protocol, impl_->cfg.engine_endpoint);
   impl_->inference_service = std::make_unique<inference>(*impl_);

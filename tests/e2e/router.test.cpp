@@ -85,16 +85,20 @@ struct cluster {
   std::unique_ptr<child_process> router;
 
   explicit cluster(int workers, sim_process::options so = {},
-                   std::vector<std::string> router_flags = {}) {
+                   std::vector<std::string> router_flags = {},
+                   std::vector<std::string> sidecar_flags = {}) {
     for (int i = 0; i < workers; ++i) {
       sims.push_back(std::make_unique<sim_process>(so));
       REQUIRE(sims.back()->wait_serving(10s));
       auto dirs = std::make_shared<sidecar_dirs>();
-      sides.push_back(std::make_unique<sidecar_process>(
-        sims.back()->endpoint(), dirs,
-        std::vector<std::string>{"--discovery-dir", discovery.str(),
-                                 "--worker-id",
-                                 "worker-" + std::to_string(i)}));
+      sides.push_back(
+        std::make_unique<sidecar_process>(sims.back()->endpoint(), dirs, [&] {
+          std::vector<std::string> f{"--discovery-dir", discovery.str(),
+                                     "--worker-id",
+                                     "worker-" + std::to_string(i)};
+          f.insert(f.end(), sidecar_flags.begin(), sidecar_flags.end());
+          return f;
+        }()));
     }
     for (auto& s : sides)
       REQUIRE(eventually([&] { return s->get("/ready") == 200; }, 10s));
@@ -504,4 +508,23 @@ TEST_CASE("token-level clients use the router's OpenEngine gRPC frontend") {
         grpc::StatusCode::INVALID_ARGUMENT);
   CHECK(run(prompt, "no-such", nullptr).error_code() ==
         grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_CASE("direct dispatch streams straight from the engines, both dialects") {
+  auto protocol = GENERATE(std::string{"vllm"}, std::string{"openengine"});
+  cluster c{2, {}, {"--dispatch", "direct"}, {"--engine-protocol", protocol}};
+  auto prefix = tokens(2000, 40);
+  warm(*c.sims[1], prefix);
+  REQUIRE(eventually(
+    [&] { return c.router_metric("outrider_router_index_entries") >= 10; },
+    10s));
+  auto prompt = concat(prefix, tokens(60000 % 31000, 5));
+  auto r = c.complete(prompt, 7);
+  CHECK(r["choices"][0]["token_ids"].get<std::vector<uint32_t>>() ==
+        expected_tokens(prompt, 7));
+  // Nothing went through the relays.
+  for (auto& s : c.sides)
+    CHECK(s->metric("outrider_relay_tokens_total").value_or(0) == 0);
+  if (protocol == "openengine") // vLLM reports no cached tokens
+    CHECK(r["usage"]["prompt_tokens_details"]["cached_tokens"] == 40);
 }
