@@ -149,6 +149,8 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
   rc.selector.overlap_score_weight = o.get_number("kv-overlap-score-weight");
   rc.selector.temperature = o.get_number("router-temperature");
   rc.model = o.get_string("served-model");
+  if (o.get_number("router-queue-threshold") > 0)
+    rc.queue_threshold = o.get_number("router-queue-threshold");
   parts->brain = router::spawn_kv_router(ctx.sys, rc);
   parts->watcher =
     std::make_unique<router::worker_watcher>(parts->disc, parts->brain);

@@ -1,6 +1,7 @@
 #include "actors/router/dispatcher.hpp"
 
 #include <chrono>
+#include <thread>
 #include <unistd.h>
 
 #include <grpcpp/grpcpp.h>
@@ -146,9 +147,21 @@ generate_outcome dispatcher::generate(
     // decoding worker when there is no decode pool).
     req->role = disagg_ ? "decode" : "";
     auto d = place(req);
-    if (!d.ok && disagg_) {
+    if (!d.ok && !d.busy && disagg_) {
       req->role.clear();
       d = place(req);
+    }
+    if (d.busy) {
+      // Every worker is busy: wait here rather than pile on (bounded).
+      static auto& depth =
+        m.get_gauge("outrider_router_queue_depth",
+                    "Requests waiting for a worker below the queue threshold");
+      depth.add(1);
+      for (int i = 0; i < 60000 && d.busy; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds{5});
+        d = place(req);
+      }
+      depth.add(-1);
     }
     overhead.observe(seconds(clock_type::now() - tp));
     if (!d.ok) {

@@ -136,6 +136,15 @@ route_decision place(self_ptr self, const route_request& req) {
                                : "no " + req.role + " worker is available";
     return d;
   }
+  if (st.cfg.queue_threshold &&
+      std::all_of(cands.begin(), cands.end(), [&](const candidate& c) {
+        return static_cast<double>(c.active_prefill_tokens) >
+               *st.cfg.queue_threshold;
+      })) {
+    d.busy = true;
+    d.error = "every worker is above the queue threshold";
+    return d;
+  }
   auto bs = std::max(1u, st.block_size);
   auto prompt_blocks = static_cast<uint32_t>((req.tokens.size() + bs - 1) / bs);
   size_t pick = 0;

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,8 @@ struct route_request {
 /// Where it goes.
 struct route_decision {
   bool ok = false;
+  /// Every candidate is above the queue threshold: ask again later.
+  bool busy = false;
   std::string error;
   uint64_t key = 0; // for `release`
   std::string worker_id;
@@ -76,6 +79,9 @@ struct router_config {
   std::string mode = "kv"; // kv, round-robin, random
   selector_config selector;
   std::string model; // empty: any; else workers must serve this model
+  /// Queued prefill tokens above which a rank counts as busy; when every
+  /// rank is, requests wait instead of piling on.
+  std::optional<double> queue_threshold;
 };
 
 kv_router_actor spawn_kv_router(caf::actor_system& sys, router_config cfg);

@@ -16,7 +16,8 @@ struct fixture {
   std::unique_ptr<caf::scoped_actor> self;
   kv_router_actor router;
 
-  explicit fixture(std::string mode = "kv") {
+  explicit fixture(std::string mode = "kv",
+                   std::optional<double> queue_threshold = std::nullopt) {
     cfg.set("scheduler.policy", caf::atom("testing"));
     cfg.set("logger.verbosity", caf::atom("quiet"));
     sys = std::make_unique<caf::actor_system>(cfg);
@@ -24,6 +25,7 @@ struct fixture {
     self = std::make_unique<caf::scoped_actor>(*sys);
     router_config rc;
     rc.mode = std::move(mode);
+    rc.queue_threshold = queue_threshold;
     router = spawn_kv_router(*sys, rc);
     sched->run();
   }
@@ -148,4 +150,24 @@ TEST_CASE("workers with another block size are refused") {
   f.sched->run();
   for (int i = 0; i < 5; ++i)
     CHECK(f.place(prompt(static_cast<uint32_t>(i) * 100)).worker_id == "a");
+}
+
+TEST_CASE("above the queue threshold everywhere, requests wait") {
+  fixture f{"kv", 10.0};
+  f.worker("a");
+  f.worker("b");
+  auto d1 = f.place(prompt(100)); // 16 prompt tokens queued on one worker
+  auto d2 = f.place(prompt(200)); // ... and on the other
+  REQUIRE(d1.ok);
+  REQUIRE(d2.ok);
+  CHECK(d1.worker_id != d2.worker_id);
+  auto d3 = f.place(prompt(300));
+  CHECK_FALSE(d3.ok);
+  CHECK(d3.busy);
+  // Once one worker has computed its prompt, it takes requests again.
+  caf::anon_send(f.router, prefilled_atom::value, d1.key);
+  f.sched->run();
+  auto d4 = f.place(prompt(300));
+  REQUIRE(d4.ok);
+  CHECK(d4.worker_id == d1.worker_id);
 }
