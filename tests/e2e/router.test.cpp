@@ -371,14 +371,17 @@ namespace {
 // conditional disaggregation configured by `config`.
 struct disagg_cluster {
   temp_dir discovery;
-  sim_process prefill{{.role = "prefill"}};
-  sim_process decode{{.role = "decode"}};
+  sim_process prefill;
+  sim_process decode;
   std::unique_ptr<sidecar_process> prefill_side, decode_side;
   uint16_t http_port = free_port();
   uint16_t status = free_port();
   std::unique_ptr<child_process> router;
 
-  explicit disagg_cluster(const std::string& config) {
+  explicit disagg_cluster(const std::string& config,
+                          const std::string& speedup = "100")
+    : prefill({.role = "prefill", .extra = {"--speedup", speedup}}),
+      decode({.role = "decode", .extra = {"--speedup", speedup}}) {
     REQUIRE(prefill.wait_serving(10s));
     REQUIRE(decode.wait_serving(10s));
     auto flags = [&](const char* id) {
@@ -527,4 +530,73 @@ TEST_CASE("direct dispatch streams straight from the engines, both dialects") {
     CHECK(s->metric("outrider_relay_tokens_total").value_or(0) == 0);
   if (protocol == "openengine") // vLLM reports no cached tokens
     CHECK(r["usage"]["prompt_tokens_details"]["cached_tokens"] == 40);
+}
+
+TEST_CASE("isl_or_load: short cached prompts go local, and a busy decode "
+          "worker vetoes") {
+  // eff_isl_threshold 64: the cached case qualifies by ISL; the prefill
+  // worker is never busy here (threshold far above any queue).
+  disagg_cluster c{R"({"policy":"isl_or_load","eff_isl_threshold":64,)"
+                   R"("prefill_busy_threshold":1000000})"};
+  auto prompt = tokens(700, 120);
+  CHECK(c.complete(prompt, 4) == expected_tokens(prompt, 4));
+  CHECK(c.metric(decisions + "{outcome=\"remote_prefill\"}") == 1);
+  REQUIRE(eventually(
+    [&] { return c.metric("outrider_router_index_entries") >= 60; }, 10s));
+  auto longer = concat(prompt, tokens(8000, 4));
+  CHECK(c.complete(longer, 4) == expected_tokens(longer, 4));
+  CHECK(c.metric(decisions + "{outcome=\"local_prefill\"}") == 1);
+
+  // decode_busy_threshold 0: any held decode block on the decode worker
+  // vetoes local prefill. A long request keeps it busy meanwhile.
+  disagg_cluster v{R"({"policy":"isl_or_load","eff_isl_threshold":64,)"
+                   R"("decode_busy_threshold":0})",
+                   "5"};
+  CHECK(v.complete(prompt, 4) == expected_tokens(prompt, 4));
+  REQUIRE(eventually(
+    [&] { return v.metric("outrider_router_index_entries") >= 60; }, 10s));
+  std::thread busy([&] {
+    http(v.http_port, "POST", "/v1/completions",
+         json{{"prompt", tokens(20000, 8)}, {"max_tokens", 900}}.dump());
+  });
+  REQUIRE(eventually(
+    [&] {
+      return v.metric("outrider_router_active_decode_blocks{worker=\"d0\",rank="
+                      "\"0\"}") > 0;
+    },
+    10s));
+  CHECK(v.complete(longer, 4) == expected_tokens(longer, 4));
+  busy.join();
+  CHECK(v.metric(decisions + "{outcome=\"local_prefill\"}") == 0);
+  CHECK(v.metric(decisions + "{outcome=\"remote_prefill\"}") >= 3);
+}
+
+TEST_CASE("a client that disconnects cancels the request on the engine") {
+  cluster c{1, {.extra = {"--speedup", "1"}}};
+  auto prompt = tokens(300, 8);
+  // curl gives up after a second, mid-stream.
+  child_process curl{
+    {"/usr/bin/curl", "-s", "-N", "--max-time", "1", "-X", "POST",
+     "http://127.0.0.1:" + std::to_string(c.http_port) + "/v1/completions",
+     "--data-binary",
+     json{{"prompt", prompt}, {"max_tokens", 900}, {"stream", true}}.dump()}};
+  curl.wait(20s);
+  CHECK_THAT(curl.output(), Catch::Matchers::Contains("data: "));
+  auto running = [&] {
+    std::string body;
+    if (http_get(c.sims[0]->debug, "/debug/load?rank=0", &body) != 200)
+      return -1;
+    return json::parse(body)["running"].get<int>();
+  };
+  CHECK(eventually([&] { return running() == 0; }, 5s));
+  std::string relay_metrics;
+  c.sides[0]->get("/metrics", &relay_metrics);
+  INFO(
+    relay_metrics.substr(relay_metrics.find("outrider_relay_requests"), 400));
+  CHECK(eventually(
+    [&] {
+      return c.sides[0]->metric(
+               "outrider_relay_requests_total{outcome=\"cancelled\"}") == 1.0;
+    },
+    5s));
 }
