@@ -17,7 +17,18 @@ auto by_slot = [](const std::pair<slot_id, uint32_t>& h, slot_id s) {
 } // namespace
 
 void prefix_index::add_holder(uint64_t seq, slot_id slot) {
-  auto& e = holders_[seq];
+  bool added = false;
+  auto& ref = table_.insert(seq, added);
+  if (added) {
+    if (free_entries_.empty()) {
+      ref.entry = static_cast<uint32_t>(entries_.size());
+      entries_.emplace_back();
+    } else {
+      ref.entry = free_entries_.back();
+      free_entries_.pop_back();
+    }
+  }
+  auto& e = entries_[ref.entry];
   auto& h = e.holders;
   auto pos = std::lower_bound(h.begin(), h.end(), slot, by_slot);
   if (pos != h.end() && pos->first == slot) {
@@ -25,27 +36,39 @@ void prefix_index::add_holder(uint64_t seq, slot_id slot) {
     return;
   }
   h.insert(pos, holder{slot, 1});
-  if (e.mask.size() <= slot / 64)
-    e.mask.resize(slot / 64 + 1, 0);
-  e.mask[slot / 64] |= uint64_t{1} << (slot % 64);
-  ++entries_;
+  if (slot < 64) {
+    ref.mask0 |= uint64_t{1} << slot;
+  } else {
+    auto w = slot / 64 - 1;
+    if (e.mask_hi.size() <= w)
+      e.mask_hi.resize(w + 1, 0);
+    e.mask_hi[w] |= uint64_t{1} << (slot % 64);
+  }
+  ++entries_count_;
 }
 
 void prefix_index::drop_holder(uint64_t seq, slot_id slot) {
-  auto i = holders_.find(seq);
-  if (i == holders_.end())
+  auto* ref = table_.find(seq);
+  if (!ref)
     return;
-  auto& h = i->second.holders;
+  auto& e = entries_[ref->entry];
+  auto& h = e.holders;
   auto pos = std::lower_bound(h.begin(), h.end(), slot, by_slot);
   if (pos == h.end() || pos->first != slot)
     return;
   if (--pos->second == 0) {
     h.erase(pos);
-    i->second.mask[slot / 64] &= ~(uint64_t{1} << (slot % 64));
-    --entries_;
+    if (slot < 64)
+      ref->mask0 &= ~(uint64_t{1} << slot);
+    else
+      e.mask_hi[slot / 64 - 1] &= ~(uint64_t{1} << (slot % 64));
+    --entries_count_;
   }
-  if (h.empty())
-    holders_.erase(i);
+  if (h.empty()) {
+    e = block_entry{};
+    free_entries_.push_back(ref->entry);
+    table_.erase(seq);
+  }
 }
 
 void prefix_index::apply(slot_id slot,
@@ -111,23 +134,23 @@ prefix_index::find_matches(const std::vector<uint64_t>& seq_hashes) const {
   std::vector<overlap> out;
   if (seq_hashes.empty())
     return out;
-  auto first = holders_.find(seq_hashes[0]);
-  if (first == holders_.end())
+  const auto* first = table_.find(seq_hashes[0]);
+  if (!first)
     return out;
   // The slots still matching, as a bitmask; a slot whose bit drops at
-  // `depth` holds `depth` blocks.
-  // Up to 256 slots without touching the heap.
-  const auto& m0 = first->second.mask;
+  // `depth` holds `depth` blocks. Word 0 lives in the table itself.
+  const auto& hi0 = entries_[first->entry].mask_hi;
+  size_t words = 1 + hi0.size();
   uint64_t inline_words[4];
   std::vector<uint64_t> heap_words;
   uint64_t* active = inline_words;
-  size_t words = m0.size();
   if (words > 4) {
-    heap_words.assign(m0.begin(), m0.end());
+    heap_words.resize(words);
     active = heap_words.data();
-  } else {
-    std::copy(m0.begin(), m0.end(), inline_words);
   }
+  active[0] = first->mask0;
+  for (size_t w = 1; w < words; ++w)
+    active[w] = hi0[w - 1];
   size_t holders = 0;
   for (size_t w = 0; w < words; ++w)
     holders += static_cast<size_t>(__builtin_popcountll(active[w]));
@@ -142,12 +165,19 @@ prefix_index::find_matches(const std::vector<uint64_t>& seq_hashes) const {
   uint32_t depth = 1;
   bool any = true;
   for (; depth < seq_hashes.size() && any; ++depth) {
-    auto i = holders_.find(seq_hashes[depth]);
+    const auto* ref = table_.find(seq_hashes[depth]);
     any = false;
     for (size_t w = 0; w < words; ++w) {
       uint64_t keep = 0;
-      if (i != holders_.end() && w < i->second.mask.size())
-        keep = active[w] & i->second.mask[w];
+      if (ref) {
+        if (w == 0) {
+          keep = active[0] & ref->mask0;
+        } else {
+          const auto& hi = entries_[ref->entry].mask_hi;
+          if (w - 1 < hi.size())
+            keep = active[w] & hi[w - 1];
+        }
+      }
       emit(w, active[w] & ~keep, depth);
       active[w] = keep;
       any |= keep != 0;

@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "actors/indexer/flat_table.hpp"
 #include "cluster/kv_event.hpp"
 
 namespace outrider::indexer {
@@ -44,9 +45,9 @@ class prefix_index {
   find_matches(const std::vector<uint64_t>& seq_hashes) const;
 
   /// (slot, block) entries held.
-  size_t entries() const { return entries_; }
+  size_t entries() const { return entries_count_; }
   /// Distinct blocks in the index.
-  size_t distinct_blocks() const { return holders_.size(); }
+  size_t distinct_blocks() const { return table_.size(); }
   const counters& stats() const { return stats_; }
 
  private:
@@ -54,19 +55,27 @@ class prefix_index {
   void drop_holder(uint64_t seq, slot_id slot);
 
   uint64_t seed_;
-  // Sequence hash -> (slot, how many of the slot's engine blocks map to
+  // Per distinct block: (slot, how many of the slot's engine blocks map to
   // it), sorted by slot. Engines may hold the same tokens under several
   // hashes (salts, duplicates): the slot keeps the block until the last goes.
-  // The same slots as a bitmask, for matching by word-wise AND.
+  // The slots beyond the first 64 as bitmask words.
   using holder = std::pair<slot_id, uint32_t>;
   struct block_entry {
     std::vector<holder> holders;
-    std::vector<uint64_t> mask;
+    std::vector<uint64_t> mask_hi;
   };
-  std::unordered_map<uint64_t, block_entry> holders_;
+  // Sequence hash -> the first 64 slots as a bitmask (matching by AND stays
+  // in this flat table) and the block's entry.
+  struct block_ref {
+    uint64_t mask0 = 0;
+    uint32_t entry = 0;
+  };
+  flat_table<block_ref> table_;
+  std::vector<block_entry> entries_;
+  std::vector<uint32_t> free_entries_;
   // Per slot: engine hash -> sequence hash.
   std::vector<std::unordered_map<uint64_t, uint64_t>> slots_;
-  size_t entries_ = 0;
+  size_t entries_count_ = 0;
   counters stats_;
 };
 

@@ -143,3 +143,35 @@ TEST_CASE("unknown parents and removals are counted, never crash") {
   CHECK(m[0].slot == 2);
   CHECK(index.find_matches({}).empty());
 }
+
+TEST_CASE("slots beyond the first 64 match like the others") {
+  prefix_index index{router::block_hash_seed};
+  std::vector<uint32_t> p;
+  for (uint32_t i = 0; i < 12; ++i)
+    p.push_back(i + 1);
+  std::map<slot_id, uint32_t> depth{
+    {0, 3}, {63, 1}, {64, 2}, {130, 3}, {200, 2}};
+  uint64_t h = 1;
+  for (auto [slot, blocks] : depth) {
+    kv::block_stored s{{}, std::nullopt, {}, bs};
+    for (uint32_t b = 0; b < blocks; ++b) {
+      s.block_hashes.push_back(h++);
+      s.token_ids.insert(s.token_ids.end(), p.begin() + b * bs,
+                         p.begin() + (b + 1) * bs);
+    }
+    index.apply(slot, {s});
+  }
+  auto seq = router::sequence_hashes(p.data(), p.size(), bs);
+  std::map<slot_id, uint32_t> got;
+  for (auto o : index.find_matches(seq))
+    got[o.slot] = o.blocks;
+  CHECK(got == depth);
+  index.clear_slot(130);
+  index.clear_slot(0);
+  got.clear();
+  for (auto o : index.find_matches(seq))
+    got[o.slot] = o.blocks;
+  CHECK(got == std::map<slot_id, uint32_t>{{63, 1}, {64, 2}, {200, 2}});
+  CHECK(index.entries() == 5);
+  CHECK(index.distinct_blocks() == 2);
+}
