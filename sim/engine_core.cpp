@@ -26,6 +26,21 @@ uint64_t fold_token(uint64_t context_hash, uint32_t token) {
   return splitmix(context_hash * 0x100000001b3ULL + token);
 }
 
+std::vector<uint32_t> continuation(const std::vector<uint32_t>& prompt,
+                                   size_t n, uint64_t seed, uint32_t vocab) {
+  uint64_t ctx = context_seed;
+  for (auto t : prompt)
+    ctx = fold_token(ctx, t);
+  std::vector<uint32_t> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto t = next_token(ctx, seed, vocab);
+    out.push_back(t);
+    ctx = fold_token(ctx, t);
+  }
+  return out;
+}
+
 struct engine_core::request_state {
   engine_request req;
   std::vector<uint32_t> tokens; // prompt, then output

@@ -75,6 +75,12 @@ uint32_t next_token(uint64_t context_hash, uint64_t seed, uint32_t vocab);
 uint64_t fold_token(uint64_t context_hash, uint32_t token);
 inline constexpr uint64_t context_seed = 0x6a09e667f3bcc908ULL;
 
+/// The first `n` tokens an engine generates after `prompt` (with `seed` and
+/// `vocab`): what a test expects a stream to be, migrations included.
+std::vector<uint32_t> continuation(const std::vector<uint32_t>& prompt,
+                                   size_t n, uint64_t seed = 0,
+                                   uint32_t vocab = 32000);
+
 /// A vLLM-like scheduler over a block manager: waiting and running queues, a
 /// per-step token budget spent on running requests first, chunked prefill,
 /// at most max_num_seqs running, preemption of the newest request when blocks

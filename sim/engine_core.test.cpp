@@ -57,20 +57,6 @@ run_log run(engine_core& core, int max_steps = 10000) {
   return log;
 }
 
-std::vector<uint32_t> expected_tokens(const std::vector<uint32_t>& prompt,
-                                      size_t n, uint64_t seed = 0) {
-  uint64_t ctx = context_seed;
-  for (auto t : prompt)
-    ctx = fold_token(ctx, t);
-  std::vector<uint32_t> out;
-  for (size_t i = 0; i < n; ++i) {
-    auto t = next_token(ctx, seed, 32000);
-    out.push_back(t);
-    ctx = fold_token(ctx, t);
-  }
-  return out;
-}
-
 template <class T>
 std::vector<T> events_of(const std::vector<kv_event>& evs) {
   std::vector<T> out;
@@ -87,7 +73,7 @@ TEST_CASE("outputs are the deterministic continuation of the context") {
   auto prompt = tokens(100, 10);
   REQUIRE(core.submit(request("a", prompt, 10)));
   auto log = run(core);
-  CHECK(log.tokens["a"] == expected_tokens(prompt, 10));
+  CHECK(log.tokens["a"] == continuation(prompt, 10));
   // Continuing elsewhere with the first 4 outputs appended gives the rest.
   engine_core other{small_config()};
   auto cont = prompt;
@@ -183,8 +169,8 @@ TEST_CASE("when blocks run out the newest request is preempted") {
   auto log = run(core);
   CHECK(core.preemptions() > 0);
   // Preemption costs time, not correctness.
-  CHECK(log.tokens["a"] == expected_tokens(pa, 20));
-  CHECK(log.tokens["b"] == expected_tokens(pb, 20));
+  CHECK(log.tokens["a"] == continuation(pa, 20));
+  CHECK(log.tokens["b"] == continuation(pb, 20));
 }
 
 TEST_CASE("prefill is chunked by the token budget") {

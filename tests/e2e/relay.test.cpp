@@ -18,20 +18,6 @@ namespace oe = openengine::v1;
 
 namespace {
 
-std::vector<uint32_t> expected_tokens(const std::vector<uint32_t>& prompt,
-                                      size_t n) {
-  uint64_t ctx = sim::context_seed;
-  for (auto t : prompt)
-    ctx = sim::fold_token(ctx, t);
-  std::vector<uint32_t> out;
-  for (size_t i = 0; i < n; ++i) {
-    auto t = sim::next_token(ctx, 0, 32000);
-    out.push_back(t);
-    ctx = sim::fold_token(ctx, t);
-  }
-  return out;
-}
-
 std::shared_ptr<grpc::Channel> channel_to(const std::string& endpoint) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
@@ -99,7 +85,7 @@ TEST_CASE("a relayed stream equals the engine's tokens, for both protocols") {
   REQUIRE(st.ok());
   CHECK(prompt_seen);
   CHECK(finished);
-  CHECK(tokens == expected_tokens(prompt, 30));
+  CHECK(tokens == sim::continuation(prompt, 30));
   CHECK(side.metric("outrider_relay_tokens_total") == 30.0);
 
   // Engine errors come back with the engine's status code.

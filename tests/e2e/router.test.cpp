@@ -19,20 +19,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::vector<uint32_t> expected_tokens(const std::vector<uint32_t>& prompt,
-                                      size_t n) {
-  uint64_t ctx = sim::context_seed;
-  for (auto t : prompt)
-    ctx = sim::fold_token(ctx, t);
-  std::vector<uint32_t> out;
-  for (size_t i = 0; i < n; ++i) {
-    auto t = sim::next_token(ctx, 0, 32000);
-    out.push_back(t);
-    ctx = sim::fold_token(ctx, t);
-  }
-  return out;
-}
-
 std::vector<uint32_t> tokens(uint32_t first, size_t n) {
   std::vector<uint32_t> out;
   for (size_t i = 0; i < n; ++i)
@@ -246,7 +232,7 @@ TEST_CASE("a stream whose engine dies migrates and stays contiguous") {
   CHECK(code == 200);
   auto [toks, done] = read_sse(body);
   CHECK(done);
-  CHECK(toks == expected_tokens(prompt, 300));
+  CHECK(toks == sim::continuation(prompt, 300));
   CHECK(c.router_metric("outrider_router_migrations_total") == 1);
 }
 
@@ -354,11 +340,11 @@ TEST_CASE("the official openai client streams from the frontend") {
                          nullptr, false);
   REQUIRE(doc.is_object());
   CHECK(doc["tokens"].get<std::vector<uint32_t>>() ==
-        expected_tokens(prompt, 12));
+        sim::continuation(prompt, 12));
   CHECK(doc["finish"] == "length");
   CHECK(doc["chunks"].get<int>() >= 2);
   CHECK(doc["whole"].get<std::vector<uint32_t>>() ==
-        expected_tokens(prompt, 12));
+        sim::continuation(prompt, 12));
   CHECK(doc["usage"]["completion_tokens"] == 12);
   CHECK(doc["errorStatus"] == 404);
   all.signal(SIGTERM);
@@ -440,7 +426,7 @@ TEST_CASE("isl_bounding: a long new prompt is prefilled remotely, a cached "
   disagg_cluster c{R"({"policy":"isl_bounding","eff_isl_threshold":64,)"
                    R"("eff_isl_ratio_threshold":0.7})"};
   auto prompt = tokens(600, 200); // 50 blocks, nothing cached
-  CHECK(c.complete(prompt, 6) == expected_tokens(prompt, 6));
+  CHECK(c.complete(prompt, 6) == sim::continuation(prompt, 6));
   CHECK(c.metric(decisions + "{outcome=\"remote_prefill\"}") == 1);
   CHECK(c.prefill.cache(0)["blocks"].size() == 50);
   CHECK(c.decode.cache(0)["blocks"].size() >= 50); // transferred, stored
@@ -449,7 +435,7 @@ TEST_CASE("isl_bounding: a long new prompt is prefilled remotely, a cached "
   REQUIRE(eventually(
     [&] { return c.metric("outrider_router_index_entries") >= 100; }, 10s));
   auto longer = concat(prompt, tokens(9000, 8));
-  CHECK(c.complete(longer, 6) == expected_tokens(longer, 6));
+  CHECK(c.complete(longer, 6) == sim::continuation(longer, 6));
   CHECK(c.metric(decisions + "{outcome=\"local_prefill\"}") == 1);
   CHECK(c.metric(decisions + "{outcome=\"remote_prefill\"}") == 1);
 }
@@ -458,9 +444,9 @@ TEST_CASE("prefill_load: an idle prefill worker gets the prefill") {
   disagg_cluster c{
     R"({"policy":"prefill_load","prefill_busy_threshold":100000})"};
   auto prompt = tokens(100, 40);
-  CHECK(c.complete(prompt, 4) == expected_tokens(prompt, 4));
+  CHECK(c.complete(prompt, 4) == sim::continuation(prompt, 4));
   auto again = concat(prompt, tokens(5000, 4));
-  CHECK(c.complete(again, 4) == expected_tokens(again, 4));
+  CHECK(c.complete(again, 4) == sim::continuation(again, 4));
   // Not busy: both prefilled remotely, whatever the decode worker holds.
   CHECK(c.metric(decisions + "{outcome=\"remote_prefill\"}") == 2);
   CHECK(c.metric(decisions + "{outcome=\"local_prefill\"}") == 0);
@@ -506,7 +492,7 @@ TEST_CASE("token-level clients use the router's OpenEngine gRPC frontend") {
   };
   std::vector<uint32_t> got;
   REQUIRE(run(prompt, "", &got).ok());
-  CHECK(got == expected_tokens(prompt, 9));
+  CHECK(got == sim::continuation(prompt, 9));
   CHECK(run({}, "", nullptr).error_code() ==
         grpc::StatusCode::INVALID_ARGUMENT);
   CHECK(run(prompt, "no-such", nullptr).error_code() ==
@@ -524,7 +510,7 @@ TEST_CASE("direct dispatch streams straight from the engines, both dialects") {
   auto prompt = concat(prefix, tokens(60000 % 31000, 5));
   auto r = c.complete(prompt, 7);
   CHECK(r["choices"][0]["token_ids"].get<std::vector<uint32_t>>() ==
-        expected_tokens(prompt, 7));
+        sim::continuation(prompt, 7));
   // Nothing went through the relays.
   for (auto& s : c.sides)
     CHECK(s->metric("outrider_relay_tokens_total").value_or(0) == 0);
@@ -539,12 +525,12 @@ TEST_CASE("isl_or_load: short cached prompts go local, and a busy decode "
   disagg_cluster c{R"({"policy":"isl_or_load","eff_isl_threshold":64,)"
                    R"("prefill_busy_threshold":1000000})"};
   auto prompt = tokens(700, 120);
-  CHECK(c.complete(prompt, 4) == expected_tokens(prompt, 4));
+  CHECK(c.complete(prompt, 4) == sim::continuation(prompt, 4));
   CHECK(c.metric(decisions + "{outcome=\"remote_prefill\"}") == 1);
   REQUIRE(eventually(
     [&] { return c.metric("outrider_router_index_entries") >= 60; }, 10s));
   auto longer = concat(prompt, tokens(8000, 4));
-  CHECK(c.complete(longer, 4) == expected_tokens(longer, 4));
+  CHECK(c.complete(longer, 4) == sim::continuation(longer, 4));
   CHECK(c.metric(decisions + "{outcome=\"local_prefill\"}") == 1);
 
   // decode_busy_threshold 0: any held decode block on the decode worker
@@ -552,7 +538,7 @@ TEST_CASE("isl_or_load: short cached prompts go local, and a busy decode "
   disagg_cluster v{R"({"policy":"isl_or_load","eff_isl_threshold":64,)"
                    R"("decode_busy_threshold":0})",
                    "5"};
-  CHECK(v.complete(prompt, 4) == expected_tokens(prompt, 4));
+  CHECK(v.complete(prompt, 4) == sim::continuation(prompt, 4));
   REQUIRE(eventually(
     [&] { return v.metric("outrider_router_index_entries") >= 60; }, 10s));
   std::thread busy([&] {
@@ -565,7 +551,7 @@ TEST_CASE("isl_or_load: short cached prompts go local, and a busy decode "
                       "\"0\"}") > 0;
     },
     10s));
-  CHECK(v.complete(longer, 4) == expected_tokens(longer, 4));
+  CHECK(v.complete(longer, 4) == sim::continuation(longer, 4));
   busy.join();
   CHECK(v.metric(decisions + "{outcome=\"local_prefill\"}") == 0);
   CHECK(v.metric(decisions + "{outcome=\"remote_prefill\"}") >= 3);

@@ -22,20 +22,6 @@ using grpc::StatusCode;
 
 namespace {
 
-std::vector<uint32_t> expected_tokens(const std::vector<uint32_t>& prompt,
-                                      size_t n, uint64_t seed = 0) {
-  uint64_t ctx = sim::context_seed;
-  for (auto t : prompt)
-    ctx = sim::fold_token(ctx, t);
-  std::vector<uint32_t> out;
-  for (size_t i = 0; i < n; ++i) {
-    auto t = sim::next_token(ctx, seed, 32000);
-    out.push_back(t);
-    ctx = sim::fold_token(ctx, t);
-  }
-  return out;
-}
-
 std::vector<uint32_t> prompt_of(uint32_t first, size_t n) {
   std::vector<uint32_t> out;
   for (size_t i = 0; i < n; ++i)
@@ -265,7 +251,7 @@ TEST_CASE("streamed tokens are the deterministic continuation") {
   REQUIRE(r.status.ok());
   CHECK(r.prompt_tokens == 37);
   CHECK(r.finish == vllm::LENGTH);
-  CHECK(r.tokens == expected_tokens(prompt, 25));
+  CHECK(r.tokens == sim::continuation(prompt, 25));
 
   // The unary call and OpenEngine give the same tokens.
   grpc::ClientContext ctx;
@@ -277,7 +263,7 @@ TEST_CASE("streamed tokens are the deterministic continuation") {
   REQUIRE(stub->Generate(&ctx, req, &resp).ok());
   CHECK(std::vector<uint32_t>(resp.outputs().token_ids().begin(),
                               resp.outputs().token_ids().end()) ==
-        expected_tokens(prompt, 25));
+        sim::continuation(prompt, 25));
 
   auto oe_stub = oe::Inference::NewStub(sim.channel());
   grpc::ClientContext octx;
@@ -304,7 +290,7 @@ TEST_CASE("streamed tokens are the deterministic continuation") {
   }
   REQUIRE(reader->Finish().ok());
   CHECK(finished);
-  CHECK(tokens == expected_tokens(prompt, 25));
+  CHECK(tokens == sim::continuation(prompt, 25));
 }
 
 TEST_CASE("KV events in both encodings rebuild the engine's true cache") {
@@ -635,7 +621,7 @@ TEST_CASE("prefill and decode engines hand KV over through a session") {
     if (resp.has_token())
       tokens.push_back(resp.token().tokens(0).token_id());
   REQUIRE(reader->Finish().ok());
-  CHECK(tokens == expected_tokens(prompt, 8));
+  CHECK(tokens == sim::continuation(prompt, 8));
   // The decode engine stored the transferred blocks (and more as it went).
   CHECK(decode.cache(0)["blocks"].size() >= 6);
 
