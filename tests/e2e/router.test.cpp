@@ -586,3 +586,19 @@ TEST_CASE("a client that disconnects cancels the request on the engine") {
     },
     5s));
 }
+
+TEST_CASE("the example cluster config file runs as it is") {
+  temp_dir work;
+  // Only the ports and directories differ from deploy/local-cluster.yaml.
+  child_process all{
+    {OUTRIDER_BIN, "--config", OUTRIDER_SOURCE_DIR "/deploy/local-cluster.yaml",
+     "--data-dir", work.str(), "--system-port", std::to_string(free_port()),
+     "--http-port", std::to_string(free_port()), "--grpc-port", "0",
+     "--demo-requests", "9"}};
+  auto code = all.wait(60s);
+  INFO(all.output());
+  REQUIRE(code);
+  CHECK(*code == 0);
+  CHECK_THAT(all.output(), Catch::Matchers::Contains("3 workers, kv routing"));
+  CHECK_THAT(all.output(), Catch::Matchers::Contains("requests: 9 ok"));
+}
