@@ -1,5 +1,6 @@
 #include "actors/router/http_frontend.hpp"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <chrono>
@@ -242,6 +243,7 @@ void http_frontend::serve(int fd) {
   runtime::http_response resp;
   int st = 0;
   char buf[8192];
+  bool continued = false;
   while (st == 0) {
     auto n = ::recv(fd, buf, sizeof(buf), 0);
     if (n <= 0) {
@@ -250,6 +252,17 @@ void http_frontend::serve(int fd) {
     }
     in.append(buf, static_cast<size_t>(n));
     st = runtime::parse_http_request(in, lim, req, resp);
+    // Clients such as curl hold a large body back until told to go on.
+    if (st == 0 && !continued) {
+      auto head_end = in.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        std::string head = in.substr(0, head_end);
+        std::transform(head.begin(), head.end(), head.begin(), ::tolower);
+        if (head.find("\r\nexpect: 100-continue") != std::string::npos)
+          send_all(fd, "HTTP/1.1 100 Continue\r\n\r\n");
+        continued = true;
+      }
+    }
   }
   auto finish = [&] {
     ::shutdown(fd, SHUT_WR);

@@ -149,14 +149,15 @@ route_decision place(self_ptr self, const route_request& req) {
   auto prompt_blocks = static_cast<uint32_t>((req.tokens.size() + bs - 1) / bs);
   size_t pick = 0;
   auto seq = sequence_hashes(req.tokens.data(), req.tokens.size(), bs);
+  // What the index knows, in every mode (the hit-rate metrics want it).
+  std::unordered_map<uint32_t, uint32_t> overlap;
+  for (auto o : st.index.find_matches(seq))
+    overlap[o.slot] = o.blocks;
   if (st.cfg.mode == "round-robin") {
     pick = st.round_robin++ % cands.size();
   } else if (st.cfg.mode == "random") {
     pick = std::uniform_int_distribution<size_t>{0, cands.size() - 1}(st.rng);
   } else {
-    std::unordered_map<uint32_t, uint32_t> overlap;
-    for (auto o : st.index.find_matches(seq))
-      overlap[o.slot] = o.blocks;
     auto now = steady::now();
     for (auto& c : cands) {
       c.overlap_blocks = overlap.count(c.slot) ? overlap[c.slot] : 0;
@@ -178,12 +179,8 @@ route_decision place(self_ptr self, const route_request& req) {
       if (cands[i].slot == sel->slot)
         pick = i;
   }
-  // The overlap is reported in every mode, for the hit-rate metrics.
-  uint32_t overlap_blocks = 0;
-  for (auto o : st.index.find_matches(seq))
-    if (o.slot == cands[pick].slot)
-      overlap_blocks = o.blocks;
   auto slot = cands[pick].slot;
+  uint32_t overlap_blocks = overlap.count(slot) ? overlap[slot] : 0;
   auto& info = st.slots[slot];
   if (st.cfg.mode == "kv") {
     auto& pred = st.predicted[slot];
