@@ -537,7 +537,7 @@ TEST_CASE("isl_or_load: short cached prompts go local, and a busy decode "
   // vetoes local prefill. A long request keeps it busy meanwhile.
   disagg_cluster v{R"({"policy":"isl_or_load","eff_isl_threshold":64,)"
                    R"("decode_busy_threshold":0})",
-                   "5"};
+                   "2"};
   CHECK(v.complete(prompt, 4) == sim::continuation(prompt, 4));
   REQUIRE(eventually(
     [&] { return v.metric("outrider_router_index_entries") >= 60; }, 10s));
