@@ -189,24 +189,28 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
     std::make_unique<router::http_frontend>(*parts->dispatch, models);
   auto err = parts->frontend->start(
     o.get_string("http-host"), static_cast<uint16_t>(o.get_int("http-port")));
-  if (!err.empty()) {
+  if (!err.empty())
     ctx.control->request_exit(1, "frontend: " + err);
-  } else {
+  else
     spdlog::info("router: OpenAI-compatible frontend on {}:{} ({} mode)",
                  o.get_string("http-host"), parts->frontend->port(), rc.mode);
-    ctx.health->set_component("frontend", "serving");
-    ctx.health->set_ready(true);
-  }
   if (auto port = o.get_int("grpc-port"); port > 0) {
     parts->grpc =
       std::make_unique<router::grpc_frontend>(*parts->dispatch, models);
     if (auto gerr = parts->grpc->start(o.get_string("http-host"),
                                        static_cast<uint16_t>(port));
-        !gerr.empty())
+        !gerr.empty()) {
+      err = gerr;
       ctx.control->request_exit(1, "gRPC frontend: " + gerr);
-    else
+    } else {
       spdlog::info("router: OpenEngine Inference on {}:{}",
                    o.get_string("http-host"), port);
+    }
+  }
+  // Ready once every frontend listens.
+  if (err.empty()) {
+    ctx.health->set_component("frontend", "serving");
+    ctx.health->set_ready(true);
   }
   ctx.pre_stop_hooks.push_back([parts] {
     parts->frontend->stop();

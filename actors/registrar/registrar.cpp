@@ -49,11 +49,11 @@ registrar_actor::behavior_type registrar(self_ptr self,
   self->system().registry().put(caf::atom("registrar"),
                                 caf::actor_cast<caf::strong_actor_ptr>(self));
   return {
-    [=](register_atom, const cluster::worker_record& r) {
+    [=](register_atom, const cluster::worker_record& r) -> bool {
       auto& st = self->state;
       if (auto err = st.disc->put(r); !err.empty()) {
         spdlog::error("registrar: {}", err);
-        return;
+        return false;
       }
       st.record = r;
       st.registered = true;
@@ -62,6 +62,7 @@ registrar_actor::behavior_type registrar(self_ptr self,
                    r.instance_id);
       self->delayed_send(self, st.ttl / 3, keepalive_atom::value,
                          ++st.generation);
+      return true;
     },
     [=](deregister_atom) {
       auto& st = self->state;

@@ -17,12 +17,12 @@ using registered_atom = caf::atom_constant<caf::atom("registered")>;
 /// Publishes the worker's record in discovery and keeps its lease alive
 /// (every TTL/3); withdraws it on `deregister` (also a record with our
 /// worker id that a crashed predecessor left) and when the actor stops.
+/// `register` answers whether the record was written.
 /// Registers itself as "registrar" in the actor registry.
-using registrar_actor =
-  caf::typed_actor<caf::reacts_to<register_atom, cluster::worker_record>,
-                   caf::reacts_to<deregister_atom>,
-                   caf::reacts_to<keepalive_atom, uint64_t>,
-                   caf::replies_to<registered_atom>::with<bool>>;
+using registrar_actor = caf::typed_actor<
+  caf::replies_to<register_atom, cluster::worker_record>::with<bool>,
+  caf::reacts_to<deregister_atom>, caf::reacts_to<keepalive_atom, uint64_t>,
+  caf::replies_to<registered_atom>::with<bool>>;
 
 registrar_actor spawn_registrar(caf::actor_system& sys,
                                 std::shared_ptr<cluster::discovery> disc,

@@ -66,11 +66,26 @@ void reconcile(self_ptr self) {
     r.total_kv_blocks = st.info.total_kv_blocks;
     r.data_parallel_size = st.info.data_parallel_size;
     r.version = "0.1.0";
-    self->send(reg, registrar::register_atom::value, r);
-  } else if (reg) {
-    self->send(reg, registrar::deregister_atom::value);
+    // Ready only once the record is written (and if still wanted then).
+    auto attempt = st.attempt;
+    self
+      ->request(reg, std::chrono::seconds{5}, registrar::register_atom::value,
+                r)
+      .then(
+        [=](bool written) {
+          auto& st = self->state;
+          bool still = st.attempt == attempt &&
+                       st.last == engine_health::serving && index_ready(st);
+          st.cfg.health->set_ready(written && still);
+        },
+        [=](caf::error& e) {
+          spdlog::error("sidecar: registrar: {}", self->system().render(e));
+        });
+    return;
   }
-  st.cfg.health->set_ready(want && reg);
+  if (reg)
+    self->send(reg, registrar::deregister_atom::value);
+  st.cfg.health->set_ready(false);
 }
 
 void stop_forwarders(self_ptr self) {
