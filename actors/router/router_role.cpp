@@ -1,0 +1,194 @@
+#include "actors/router/router_role.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/router/demo_workload.hpp"
+#include "actors/router/disagg_policy.hpp"
+#include "actors/router/dispatcher.hpp"
+#include "actors/router/grpc_frontend.hpp"
+#include "actors/router/http_frontend.hpp"
+#include "actors/router/kv_router.hpp"
+#include "actors/router/worker_watcher.hpp"
+#include "cluster/discovery.hpp"
+#include "cluster/local_cluster.hpp"
+
+namespace outrider::router {
+
+namespace {
+
+struct router_parts {
+  std::shared_ptr<cluster::discovery> disc;
+  std::unique_ptr<worker_watcher> watcher;
+  std::unique_ptr<dispatcher> dispatch;
+  std::unique_ptr<http_frontend> frontend;
+  std::unique_ptr<grpc_frontend> grpc;
+  kv_router_actor brain;
+  std::mutex models_mtx;
+  std::vector<std::string> models;
+  std::chrono::steady_clock::time_point models_at{};
+};
+
+std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
+                                           const std::string& discovery_dir) {
+  const auto& o = ctx.opts;
+  auto parts = std::make_shared<router_parts>();
+  if (o.get_string("discovery") == "memory")
+    parts->disc = std::make_shared<cluster::memory_discovery>();
+  else
+    parts->disc = std::make_shared<cluster::file_discovery>(
+      discovery_dir, o.get_duration("discovery-ttl"));
+  router_config rc;
+  rc.mode = o.get_string("router-mode");
+  rc.selector.overlap_score_weight = o.get_number("kv-overlap-score-weight");
+  rc.selector.temperature = o.get_number("router-temperature");
+  rc.model = o.get_string("served-model");
+  if (o.get_number("router-queue-threshold") > 0)
+    rc.queue_threshold = o.get_number("router-queue-threshold");
+  parts->brain = spawn_kv_router(ctx.sys, rc);
+  parts->watcher = std::make_unique<worker_watcher>(parts->disc, parts->brain);
+  std::optional<disagg_config> disagg;
+  if (o.get_bool("router-conditional-disagg"))
+    disagg = parse_disagg_config(
+      o.get_string("router-conditional-disagg-config"), nullptr);
+  std::optional<double> queue_threshold;
+  if (o.get_number("router-queue-threshold") > 0)
+    queue_threshold = o.get_number("router-queue-threshold");
+  parts->dispatch = std::make_unique<dispatcher>(
+    ctx.sys, parts->brain, static_cast<int>(o.get_int("migration-limit")),
+    disagg, queue_threshold, o.get_string("dispatch") == "direct");
+  auto served = rc.model;
+  std::weak_ptr<router_parts> weak = parts;
+  // The models to list and accept: the configured one, else the workers'
+  // (read from discovery at most once a second).
+  auto models = [weak, served]() -> std::vector<std::string> {
+    if (!served.empty())
+      return {served};
+    auto p = weak.lock();
+    if (!p)
+      return {};
+    std::lock_guard<std::mutex> guard{p->models_mtx};
+    auto now = std::chrono::steady_clock::now();
+    if (now - p->models_at > std::chrono::seconds{1}) {
+      p->models_at = now;
+      std::set<std::string> names;
+      for (const auto& r : p->disc->list())
+        names.insert(r.model);
+      p->models.assign(names.begin(), names.end());
+    }
+    return p->models;
+  };
+  parts->frontend = std::make_unique<http_frontend>(*parts->dispatch, models);
+  auto err = parts->frontend->start(
+    o.get_string("http-host"), static_cast<uint16_t>(o.get_int("http-port")));
+  if (!err.empty())
+    ctx.control->request_exit(1, "frontend: " + err);
+  else
+    spdlog::info("router: OpenAI-compatible frontend on {}:{} ({} mode)",
+                 o.get_string("http-host"), parts->frontend->port(), rc.mode);
+  if (auto port = o.get_int("grpc-port"); port > 0) {
+    parts->grpc = std::make_unique<grpc_frontend>(*parts->dispatch, models);
+    if (auto gerr = parts->grpc->start(o.get_string("http-host"),
+                                       static_cast<uint16_t>(port));
+        !gerr.empty()) {
+      err = gerr;
+      ctx.control->request_exit(1, "gRPC frontend: " + gerr);
+    } else {
+      spdlog::info("router: OpenEngine Inference on {}:{}",
+                   o.get_string("http-host"), port);
+    }
+  }
+  // Ready once every frontend listens.
+  if (err.empty()) {
+    ctx.health->set_component("frontend", "serving");
+    ctx.health->set_ready(true);
+  }
+  ctx.pre_stop_hooks.push_back([parts] {
+    parts->frontend->stop();
+    if (parts->grpc)
+      parts->grpc->stop();
+    parts->watcher.reset();
+    caf::anon_send_exit(parts->brain, caf::exit_reason::user_shutdown);
+  });
+  return parts;
+}
+
+} // namespace
+
+std::vector<runtime::child_spec> router_children(runtime::role_context& ctx) {
+  start_router(ctx, ctx.opts.get_string("discovery-dir"));
+  return {};
+}
+
+// `--role all`: simulated engines and their sidecars as child processes,
+// the router in this process, and optionally a demo workload.
+std::vector<runtime::child_spec> all_children(runtime::role_context& ctx) {
+  const auto& o = ctx.opts;
+  namespace fs = std::filesystem;
+  cluster::local_cluster_config lc;
+  lc.engines = static_cast<int>(o.get_int("sim-engines"));
+  lc.outrider_binary = cluster::self_path();
+  auto here = fs::path(lc.outrider_binary).parent_path();
+  lc.sim_binary = o.get_string("sim-binary");
+  if (lc.sim_binary.empty())
+    lc.sim_binary = fs::exists(here / "sim/outrider-sim")
+                      ? (here / "sim/outrider-sim").string()
+                      : (here / "outrider-sim").string();
+  lc.data_dir = fs::absolute(o.get_string("data-dir")).lexically_normal();
+  if (!lc.data_dir.empty() && lc.data_dir.back() == '/')
+    lc.data_dir.pop_back();
+  lc.discovery_dir =
+    o.source("discovery-dir") == runtime::option_source::default_value
+      ? lc.data_dir + "/discovery"
+      : o.get_string("discovery-dir");
+  lc.log_dir = lc.data_dir + "/logs";
+  char speed[32];
+  std::snprintf(speed, sizeof(speed), "%g", o.get_number("sim-speedup"));
+  lc.sim_args = {"--speedup",
+                 speed,
+                 "--block-size",
+                 "16",
+                 "--num-gpu-blocks-override",
+                 std::to_string(o.get_int("sim-kv-blocks"))};
+  auto local = std::make_shared<cluster::local_cluster>(lc);
+  if (auto err = local->start(); !err.empty()) {
+    ctx.control->request_exit(1, err);
+    return {};
+  }
+  spdlog::info("all: {} simulated engine(s) with sidecars; logs in {}",
+               lc.engines, lc.log_dir);
+  auto parts = start_router(ctx, lc.discovery_dir);
+  auto demo = std::make_shared<std::thread>();
+  auto requests = static_cast<int>(o.get_int("demo-requests"));
+  if (requests > 0) {
+    auto control = ctx.control;
+    *demo = std::thread([parts, control, requests, engines = lc.engines,
+                         mode = o.get_string("router-mode")] {
+      // Wait (bounded) until every worker is registered.
+      for (int i = 0;
+           i < 600 && parts->disc->list().size() < static_cast<size_t>(engines);
+           ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds{100});
+      workload_config w;
+      w.requests = requests;
+      auto summary = run_demo_workload(*parts->dispatch, w);
+      std::printf("== outrider demo: %d workers, %s routing\n%s", engines,
+                  mode.c_str(), summary.c_str());
+      std::fflush(stdout);
+      control->request_exit(0, "demo finished");
+    });
+  }
+  ctx.pre_stop_hooks.push_back([local, demo] {
+    local->stop();
+    if (demo->joinable())
+      demo->join();
+  });
+  return {};
+}
+
+} // namespace outrider::router

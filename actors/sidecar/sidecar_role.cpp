@@ -1,0 +1,114 @@
+#include "actors/sidecar/sidecar_role.hpp"
+
+#include <unistd.h>
+#include <zmq.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/indexer/indexer_actor.hpp"
+#include "actors/registrar/registrar.hpp"
+#include "actors/sidecar/event_hub.hpp"
+#include "actors/sidecar/lifecycle.hpp"
+#include "actors/sidecar/relay.hpp"
+#include "cluster/discovery.hpp"
+
+namespace outrider::sidecar {
+
+namespace {
+
+std::string default_worker_id(const runtime::options& opts) {
+  char host[256] = "host";
+  gethostname(host, sizeof(host) - 1);
+  const auto& ep = opts.get_string("engine-endpoint");
+  auto port = ep.substr(ep.rfind(':') + 1);
+  std::string id = std::string{host} + "-" + port;
+  for (auto& c : id)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' &&
+        c != '.')
+      c = '_';
+  return id;
+}
+
+} // namespace
+
+std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
+  const auto& o = ctx.opts;
+  std::shared_ptr<cluster::discovery> disc;
+  if (o.get_string("discovery") == "memory")
+    disc = std::make_shared<cluster::memory_discovery>();
+  else
+    disc = std::make_shared<cluster::file_discovery>(
+      o.get_string("discovery-dir"), o.get_duration("discovery-ttl"));
+  auto zmq_ctx = std::make_shared<zmq::context_t>(1);
+  auto hub = std::make_shared<event_hub>();
+  indexer::indexer_config icfg;
+  icfg.data_dir = o.get_string("data-dir");
+  icfg.listener = hub;
+  lifecycle_config cfg;
+  cfg.engine_endpoint = o.get_string("engine-endpoint");
+  cfg.engine_protocol = o.get_string("engine-protocol");
+  cfg.startup_deadline = o.get_duration("engine-startup-deadline");
+  cfg.worker_id = o.get_string("worker-id").empty() ? default_worker_id(o)
+                                                    : o.get_string("worker-id");
+  cfg.relay_endpoint =
+    o.get_string("relay-host") + ":" + std::to_string(o.get_int("relay-port"));
+  cfg.shutdown_engine_on_gap = o.get_string("on-kv-gap") == "shutdown-engine";
+  cfg.health = ctx.health;
+  cfg.zmq = zmq_ctx;
+  auto control = ctx.control;
+  cfg.request_exit = [control](int code, const std::string& why) {
+    control->request_exit(code, why);
+  };
+  auto ttl = o.get_duration("discovery-ttl");
+  auto* sys = &ctx.sys;
+  relay_config rcfg;
+  rcfg.listen = cfg.relay_endpoint;
+  rcfg.engine_endpoint = cfg.engine_endpoint;
+  rcfg.engine_protocol = cfg.engine_protocol;
+  rcfg.hub = hub;
+  rcfg.health = ctx.health;
+  rcfg.sys = sys;
+  auto server = std::make_shared<relay>(rcfg);
+  if (auto err = server->start(); !err.empty())
+    ctx.control->request_exit(1, err);
+  ctx.stop_hooks.push_back([server] { server->stop(); });
+  ctx.status.add_route("/debug/index", [sys](const runtime::http_request&) {
+    runtime::http_response r;
+    r.content_type = "application/json";
+    auto idx = indexer::current_indexer(*sys);
+    if (!idx) {
+      r.status = 503;
+      r.body = "{\"error\":\"the indexer is restarting\"}\n";
+      return r;
+    }
+    caf::scoped_actor self{*sys};
+    r.status = 504;
+    r.body = "{\"error\":\"the indexer did not answer\"}\n";
+    self->request(idx, std::chrono::seconds{1}, indexer::snapshot_atom::value)
+      .receive(
+        [&](const std::string& json) {
+          r.status = 200;
+          r.body = json + "\n";
+        },
+        [&](caf::error&) {});
+    return r;
+  });
+  return {
+    {"indexer",
+     [icfg](caf::actor_system& sys) {
+       return caf::actor_cast<caf::actor>(indexer::spawn_indexer(sys, icfg));
+     }},
+    {"registrar",
+     [disc, ttl, id = cfg.worker_id](caf::actor_system& sys) {
+       return caf::actor_cast<caf::actor>(
+         registrar::spawn_registrar(sys, disc, ttl, id));
+     }},
+    {"lifecycle",
+     [cfg](caf::actor_system& sys) {
+       return caf::actor_cast<caf::actor>(spawn_lifecycle(sys, cfg));
+     }},
+  };
+}
+
+// The router's parts outside the actors, stopped in order at shutdown.
+} // namespace outrider::sidecar
