@@ -46,7 +46,6 @@ class kv_publisher {
   /// consumers' handling of broken input).
   void publish_frames(std::vector<std::string> frames);
 
-  uint64_t published() const { return next_seq_.load(); }
   uint64_t malformed_replay_requests() const { return bad_requests_.load(); }
 
  private:

@@ -97,6 +97,7 @@ runtime::http_response debug_route(sim_engine& e,
     doc["waiting"] = l.waiting;
     doc["used_blocks"] = l.used_blocks;
     doc["total_blocks"] = l.total_blocks;
+    doc["malformed_replay_requests"] = e.malformed_replay_requests(rank);
   } else {
     r.status = 404;
     r.body = "{\"error\":\"try /debug/cache?rank=N, /debug/load?rank=N or "

@@ -75,6 +75,12 @@ class sim_engine {
   const std::string& instance_id() const { return instance_id_; }
   int ranks() const { return static_cast<int>(runners_.size()); }
   engine_runner& runner(int r) { return *runners_[static_cast<size_t>(r)]; }
+  /// Malformed requests the rank's replay socket ignored.
+  uint64_t malformed_replay_requests(int r) const {
+    return publishers_.empty()
+             ? 0
+             : publishers_[static_cast<size_t>(r)]->malformed_replay_requests();
+  }
   /// The least loaded rank.
   int pick_rank() const;
 

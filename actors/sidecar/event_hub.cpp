@@ -71,9 +71,4 @@ bool event_hub::subscribe(const std::shared_ptr<kv_subscription>& s,
   return true;
 }
 
-size_t event_hub::subscribers() const {
-  std::lock_guard<std::mutex> guard{mtx_};
-  return subs_.size();
-}
-
 } // namespace outrider::sidecar

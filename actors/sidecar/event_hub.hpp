@@ -51,7 +51,6 @@ class event_hub final : public indexer::kv_listener {
   /// longer reaches back to `start` for some wanted rank.
   bool subscribe(const std::shared_ptr<kv_subscription>& s,
                  std::optional<uint64_t> start);
-  size_t subscribers() const;
 
  private:
   size_t history_;
