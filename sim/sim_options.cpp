@@ -18,32 +18,34 @@ struct flag {
   bool takes_value = true;
 };
 
-template <class T>
+// A numeric flag stored where `field` points (in the config or its engine
+// part), checked against [min, max].
+template <class T, class Field>
 std::function<std::string(sim_config&, const std::string&)>
-number(std::string name, T sim_config::*field_ptr, T min, T max) {
+numeric(std::string name, Field field, T min, T max) {
   return [=](sim_config& c, const std::string& v) -> std::string {
     T x{};
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
     if (ec != std::errc{} || p != v.data() + v.size() || x < min || x > max)
       return "--" + name + " must be a number between " + std::to_string(min) +
              " and " + std::to_string(max) + ", got '" + v + "'";
-    c.*field_ptr = x;
+    field(c) = x;
     return {};
   };
 }
 
 template <class T>
-std::function<std::string(sim_config&, const std::string&)>
-engine_number(std::string name, T engine_config::*field_ptr, T min, T max) {
-  return [=](sim_config& c, const std::string& v) -> std::string {
-    T x{};
-    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-    if (ec != std::errc{} || p != v.data() + v.size() || x < min || x > max)
-      return "--" + name + " must be a number between " + std::to_string(min) +
-             " and " + std::to_string(max) + ", got '" + v + "'";
-    c.engine.*field_ptr = x;
-    return {};
-  };
+auto number(std::string name, T sim_config::*member, T min, T max) {
+  return numeric<T>(
+    std::move(name), [member](sim_config& c) -> T& { return c.*member; }, min,
+    max);
+}
+
+template <class T>
+auto engine_number(std::string name, T engine_config::*member, T min, T max) {
+  return numeric<T>(
+    std::move(name), [member](sim_config& c) -> T& { return c.engine.*member; },
+    min, max);
 }
 
 std::string parse_kv_events(sim_config& c, const std::string& text) {
