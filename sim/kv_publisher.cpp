@@ -3,28 +3,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "cluster/seq_frame.hpp"
+
 namespace outrider::sim {
 
-namespace {
-
-std::string be64(uint64_t v) {
-  std::string out(8, '\0');
-  for (int i = 7; i >= 0; --i) {
-    out[static_cast<size_t>(i)] = static_cast<char>(v & 0xff);
-    v >>= 8;
-  }
-  return out;
-}
-
-uint64_t from_be64(const void* p) {
-  auto* b = static_cast<const unsigned char*>(p);
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i)
-    v = (v << 8) | b[i];
-  return v;
-}
-
-} // namespace
+namespace {} // namespace
 
 std::string rank_endpoint(const std::string& base, int rank) {
   if (rank == 0)
@@ -119,7 +102,7 @@ void kv_publisher::run() {
                                             : zmq::send_flags::none);
     for (auto& [seq, payload] : batch) {
       pub_.send(zmq::buffer(cfg_.topic), zmq::send_flags::sndmore);
-      pub_.send(zmq::buffer(be64(seq)), zmq::send_flags::sndmore);
+      pub_.send(zmq::buffer(kv::encode_seq(seq)), zmq::send_flags::sndmore);
       pub_.send(zmq::buffer(payload), zmq::send_flags::none);
       if (replay) {
         buffer_.emplace_back(seq, std::move(payload));
@@ -153,7 +136,7 @@ void kv_publisher::serve_replay(zmq::socket_t& router) {
       bad_requests_.fetch_add(1);
       continue;
     }
-    auto start = from_be64(frames[2].data());
+    auto start = kv::decode_seq(frames[2].data());
     std::string id(static_cast<const char*>(frames[0].data()),
                    frames[0].size());
     auto send_reply = [&](const std::string& seq8, const std::string& payload,
@@ -168,8 +151,8 @@ void kv_publisher::serve_replay(zmq::socket_t& router) {
     };
     for (const auto& [seq, payload] : buffer_)
       if (seq >= start)
-        send_reply(be64(seq), payload, false);
-    send_reply(std::string(8, '\xff'), std::string{}, true);
+        send_reply(kv::encode_seq(seq), payload, false);
+    send_reply(kv::encode_seq(kv::replay_end_seq), std::string{}, true);
   }
 }
 

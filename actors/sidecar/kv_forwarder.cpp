@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/sidecar/kv_decoder.hpp"
+#include "cluster/seq_frame.hpp"
 #include "runtime/metrics.hpp"
 
 namespace outrider::sidecar {
@@ -13,21 +14,6 @@ namespace outrider::sidecar {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-uint64_t be64(const void* p) {
-  auto* b = static_cast<const unsigned char*>(p);
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i)
-    v = (v << 8) | b[i];
-  return v;
-}
-
-std::string to_be64(uint64_t v) {
-  std::string s(8, '\0');
-  for (int i = 7; i >= 0; --i, v >>= 8)
-    s[static_cast<size_t>(i)] = static_cast<char>(v & 0xff);
-  return s;
-}
 
 struct replay_result {
   bool ok = false;
@@ -78,7 +64,7 @@ replay_result replay(self_ptr self, uint64_t from) {
     dealer.set(zmq::sockopt::linger, 0);
     dealer.connect(st.cfg.source.replay_endpoint);
     dealer.send(zmq::message_t{}, zmq::send_flags::sndmore);
-    dealer.send(zmq::buffer(to_be64(from)), zmq::send_flags::none);
+    dealer.send(zmq::buffer(kv::encode_seq(from)), zmq::send_flags::none);
     // Bounded: an engine keeps at most buffer_steps batches.
     for (size_t i = 0; i < 10'000'000; ++i) {
       std::vector<zmq::message_t> frames;
@@ -98,8 +84,8 @@ replay_result replay(self_ptr self, uint64_t from) {
                   std::to_string(frames.size()) + " frames");
         continue;
       }
-      auto seq = be64(frames[frames.size() - 2].data());
-      if (seq == UINT64_MAX) {
+      auto seq = kv::decode_seq(frames[frames.size() - 2].data());
+      if (seq == kv::replay_end_seq) {
         out.ok = true;
         return out;
       }
@@ -208,7 +194,7 @@ void poll_once(self_ptr self) {
                   " bytes");
       continue;
     }
-    auto seq = be64(frames[1].data());
+    auto seq = kv::decode_seq(frames[1].data());
     if (seq < st.next) {
       st.counter("outrider_kv_duplicates_total",
                  "Live batches already applied (after a replay)")

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "actors/sidecar/kv_decoder.hpp"
+#include "cluster/seq_frame.hpp"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "openengine.grpc.pb.h"
 #include "sim/engine_core.hpp"
@@ -75,21 +76,6 @@ struct replayed {
   bool end_marker = false;
 };
 
-uint64_t be64(const void* p) {
-  auto* b = static_cast<const unsigned char*>(p);
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i)
-    v = (v << 8) | b[i];
-  return v;
-}
-
-std::string to_be64(uint64_t v) {
-  std::string s(8, '\0');
-  for (int i = 7; i >= 0; --i, v >>= 8)
-    s[static_cast<size_t>(i)] = static_cast<char>(v & 0xff);
-  return s;
-}
-
 // Asks a replay socket for everything from `start` (DEALER, as WIRE.md says).
 replayed replay(zmq::context_t& zctx, const std::string& endpoint,
                 uint64_t start, bool topic_frame) {
@@ -98,7 +84,7 @@ replayed replay(zmq::context_t& zctx, const std::string& endpoint,
   dealer.set(zmq::sockopt::linger, 0);
   dealer.connect(endpoint);
   dealer.send(zmq::message_t{}, zmq::send_flags::sndmore);
-  dealer.send(zmq::buffer(to_be64(start)), zmq::send_flags::none);
+  dealer.send(zmq::buffer(kv::encode_seq(start)), zmq::send_flags::none);
   replayed out;
   for (int i = 0; i < 100000; ++i) {
     std::vector<zmq::message_t> frames;
@@ -118,8 +104,8 @@ replayed replay(zmq::context_t& zctx, const std::string& endpoint,
       CHECK((frames[1].to_string() == "kv-events" || frames[1].size() == 0));
     const auto& seq = frames[want - 2];
     REQUIRE(seq.size() == 8);
-    auto s = be64(seq.data());
-    if (s == UINT64_MAX) {
+    auto s = kv::decode_seq(seq.data());
+    if (s == kv::replay_end_seq) {
       CHECK(frames[want - 1].size() == 0);
       out.end_marker = true;
       return out;
@@ -339,7 +325,7 @@ TEST_CASE("KV events in both encodings rebuild the engine's true cache") {
     REQUIRE(sub.recv(payload));
     CHECK_FALSE(payload.more());
     CHECK(topic.to_string() == "kv-events");
-    auto s = be64(seq.data());
+    auto s = kv::decode_seq(seq.data());
     if (live > 0)
       CHECK(s == last_seq + 1);
     last_seq = s;
