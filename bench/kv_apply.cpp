@@ -12,7 +12,7 @@
 
 #include "actors/indexer/index_store.hpp"
 #include "actors/indexer/local_index.hpp"
-#include "actors/sidecar/kv_decoder.hpp"
+#include "cluster/kv/kv_decoder.hpp"
 #include "sim/kv_encoding.hpp"
 
 using namespace outrider;
@@ -76,13 +76,13 @@ int main(int argc, char** argv) {
   t0 = clock_type::now();
   size_t decoded = 0;
   for (const auto& b : batches)
-    decoded += sidecar::decode_kv_batch(b.data(), b.size()).batch.events.size();
+    decoded += kv::decode_kv_batch(b.data(), b.size()).batch.events.size();
   double decode_s = seconds_since(t0);
 
   indexer::local_index index;
   t0 = clock_type::now();
   for (const auto& b : batches) {
-    auto r = sidecar::decode_kv_batch(b.data(), b.size());
+    auto r = kv::decode_kv_batch(b.data(), b.size());
     index.apply(0, r.batch.events);
   }
   double apply_s = seconds_since(t0);
@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
   t0 = clock_type::now();
   uint64_t seq = 0;
   for (const auto& b : batches) {
-    auto r = sidecar::decode_kv_batch(b.data(), b.size());
+    auto r = kv::decode_kv_batch(b.data(), b.size());
     store.apply(0, ++seq, r.batch.events);
     durable.apply(0, r.batch.events);
     if (seq % 10000 == 0) // as the indexer does

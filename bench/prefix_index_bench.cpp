@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "actors/indexer/prefix_index.hpp"
-#include "actors/router/block_hash.hpp"
+#include "cluster/kv/block_hash.hpp"
 
 using namespace outrider;
 using clock_type = std::chrono::steady_clock;
@@ -66,14 +66,14 @@ int main() {
   for (const auto& b : batches)
     for (const auto& ev : b) {
       const auto& s = std::get<kv::block_stored>(ev);
-      sink ^= router::sequence_hashes(s.token_ids.data(), s.token_ids.size(),
-                                      block_size)
-                .back();
+      sink ^=
+        kv::sequence_hashes(s.token_ids.data(), s.token_ids.size(), block_size)
+          .back();
     }
   double hash_s = std::chrono::duration<double>(clock_type::now() - t0).count();
 
   auto heap0 = heap_in_use();
-  indexer::prefix_index index{router::block_hash_seed};
+  indexer::prefix_index index{kv::block_hash_seed};
   t0 = clock_type::now();
   for (int w = 0; w < workers; ++w)
     index.apply(static_cast<indexer::slot_id>(w),
@@ -87,7 +87,7 @@ int main() {
   std::vector<std::vector<uint64_t>> queries;
   std::unordered_set<uint64_t> plain;
   for (const auto& p : prompts) {
-    queries.push_back(router::sequence_hashes(p.data(), p.size(), block_size));
+    queries.push_back(kv::sequence_hashes(p.data(), p.size(), block_size));
     for (auto h : queries.back())
       plain.insert(h);
   }

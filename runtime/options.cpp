@@ -272,7 +272,37 @@ std::string validate(const option_spec& spec, const std::string& text) {
 struct layer {
   std::map<std::string, std::string> values;
   std::string error;
+  std::vector<std::string> warnings;
 };
+
+// Kubernetes injects service-link variables for every Service in the
+// namespace: for a Service `outrider-x`, OUTRIDER_X_SERVICE_HOST,
+// OUTRIDER_X_SERVICE_PORT[_NAME], OUTRIDER_X_PORT=tcp://10.0.0.1:80 and
+// OUTRIDER_X_PORT_80_TCP[_PROTO|_PORT|_ADDR]. They are not ours.
+bool is_service_link(const std::string& name, const std::string& value) {
+  auto ends_with = [&](std::string_view suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) ==
+             0;
+  };
+  auto link_value = [&] {
+    for (const char* scheme : {"tcp://", "udp://", "sctp://"})
+      if (value.rfind(scheme, 0) == 0)
+        return true;
+    return false;
+  };
+  if (ends_with("_SERVICE_HOST") || name.find("_SERVICE_PORT") != name.npos)
+    return true;
+  for (const char* proto : {"_TCP", "_UDP", "_SCTP"}) {
+    auto at = name.find(proto);
+    if (at == name.npos || name.find("_PORT_") == name.npos)
+      continue;
+    auto rest = name.substr(at + std::string_view{proto}.size());
+    if (rest.empty() || rest == "_PROTO" || rest == "_PORT" || rest == "_ADDR")
+      return true;
+  }
+  return ends_with("_PORT") && link_value();
+}
 
 layer read_flags(const std::vector<std::string>& args, bool& help,
                  bool& version) {
@@ -330,11 +360,15 @@ layer read_env(const std::map<std::string, std::string>& env) {
       return c == '_' ? '-' : static_cast<char>(::tolower(c));
     });
     const auto* spec = find_spec(key);
+    auto err = spec ? validate(*spec, value) : std::string{};
+    if ((!spec || !err.empty()) && is_service_link(name, value))
+      continue; // e.g. a Service named outrider-http: OUTRIDER_HTTP_PORT
     if (!spec) {
-      out.error = "unknown environment variable " + name + suggestion(key);
-      return out;
+      out.warnings.push_back("ignoring unknown environment variable " + name +
+                             suggestion(key));
+      continue;
     }
-    if (auto err = validate(*spec, value); !err.empty()) {
+    if (!err.empty()) {
       out.error = name + ": " + err;
       return out;
     }
@@ -485,6 +519,7 @@ parse_outcome parse_options(const std::vector<std::string>& args,
   auto envs = read_env(env);
   if (!envs.error.empty())
     return fail(envs.error);
+  out.warnings = envs.warnings;
   layer file;
   std::string config_path =
     flags.values.count("config")

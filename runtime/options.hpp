@@ -60,6 +60,9 @@ struct parse_outcome {
   kind what = ok;
   options opts;
   std::string message; // the error line, or the help text
+  /// Lines worth a warning that did not stop the parse (e.g. an unknown
+  /// `OUTRIDER_*` variable).
+  std::vector<std::string> warnings;
 };
 
 /// Parses flags (`--key value`, `--key=value`, bare `--flag` for booleans),

@@ -114,11 +114,35 @@ TEST_CASE("bad input gives one clear error line") {
     REQUIRE(r.what == parse_outcome::error);
     CHECK_THAT(r.message, Contains("unexpected argument 'sidecar'"));
   }
-  SECTION("unknown environment variable") {
+  SECTION("unknown environment variable is a warning with a suggestion") {
     auto r = parse({"--role", "sidecar"}, {{"OUTRIDER_SYSTEM_PROT", "1"}});
+    REQUIRE(r.what == parse_outcome::ok);
+    REQUIRE(r.warnings.size() == 1);
+    CHECK_THAT(r.warnings[0], Contains("ignoring unknown environment variable "
+                                       "OUTRIDER_SYSTEM_PROT"));
+    CHECK_THAT(r.warnings[0], Contains("system-port"));
+  }
+  SECTION("Kubernetes service-link variables are ignored") {
+    auto r = parse({"--role", "sidecar"},
+                   {{"OUTRIDER_PORT", "tcp://10.0.0.1:80"},
+                    {"OUTRIDER_SERVICE_HOST", "10.0.0.1"},
+                    {"OUTRIDER_SERVICE_PORT", "80"},
+                    {"OUTRIDER_SERVICE_PORT_HTTP", "80"},
+                    {"OUTRIDER_PORT_8000_TCP", "tcp://10.0.0.1:8000"},
+                    {"OUTRIDER_PORT_8000_TCP_ADDR", "10.0.0.1"},
+                    {"OUTRIDER_PORT_8000_TCP_PORT", "8000"},
+                    {"OUTRIDER_PORT_8000_TCP_PROTO", "tcp"},
+                    // A Service named outrider-http shadows an option.
+                    {"OUTRIDER_HTTP_PORT", "tcp://10.0.0.2:8000"},
+                    {"OUTRIDER_HTTP_SERVICE_HOST", "10.0.0.2"}});
+    REQUIRE(r.what == parse_outcome::ok);
+    CHECK(r.warnings.empty());
+    CHECK(r.opts.get_int("http-port") == 8000);
+  }
+  SECTION("a real option set badly in the environment is still an error") {
+    auto r = parse({"--role", "sidecar"}, {{"OUTRIDER_HTTP_PORT", "eighty"}});
     REQUIRE(r.what == parse_outcome::error);
-    CHECK_THAT(r.message,
-               Contains("unknown environment variable OUTRIDER_SYSTEM_PROT"));
+    CHECK_THAT(r.message, Contains("OUTRIDER_HTTP_PORT"));
   }
   SECTION("unknown key in the file names its line") {
     temp_yaml f{"role: sidecar\n# comment\nsistem-port: 1\n"};

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "cluster/kv_event.hpp"
+#include "cluster/kv/kv_event.hpp"
 
 namespace outrider::sim {
 

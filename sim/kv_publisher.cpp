@@ -3,7 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "cluster/seq_frame.hpp"
+#include "cluster/kv/seq_frame.hpp"
 
 namespace outrider::sim {
 

@@ -2,7 +2,7 @@
 #include <chrono>
 #include <thread>
 
-#include "cluster/kv_proto.hpp"
+#include "cluster/kv/kv_proto.hpp"
 #include "openengine.grpc.pb.h"
 #include "sim/sim_server.hpp"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "actors/indexer/local_index.hpp"
-#include "cluster/kv_event.hpp"
+#include "cluster/kv/kv_event.hpp"
 
 namespace rocksdb {
 class DB;

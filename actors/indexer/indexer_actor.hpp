@@ -9,7 +9,7 @@
 #include <caf/all.hpp>
 
 #include "actors/indexer/local_index.hpp"
-#include "cluster/kv_event.hpp"
+#include "cluster/kv/kv_event.hpp"
 
 namespace outrider::indexer {
 

@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cluster/kv_event.hpp"
+#include "cluster/kv/kv_event.hpp"
 
 namespace outrider::indexer {
 

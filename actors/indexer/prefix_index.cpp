@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "actors/router/block_hash.hpp"
+#include "cluster/kv/block_hash.hpp"
 
 namespace outrider::indexer {
 
@@ -90,10 +90,10 @@ void prefix_index::apply(slot_id slot,
         parent_seq = p->second;
       }
       for (size_t i = 0; i < s->block_hashes.size(); ++i) {
-        auto local = router::local_block_hash(
+        auto local = kv::local_block_hash(
           s->token_ids.data() + i * s->block_size, s->block_size, seed_);
         auto seq =
-          parent_seq ? router::chain_hash(*parent_seq, local, seed_) : local;
+          parent_seq ? kv::chain_hash(*parent_seq, local, seed_) : local;
         auto [it, fresh] = map.try_emplace(s->block_hashes[i], seq);
         if (!fresh) { // stored again: it may now stand for other tokens
           drop_holder(it->second, slot);

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "actors/indexer/flat_table.hpp"
-#include "cluster/kv_event.hpp"
+#include "cluster/kv/kv_event.hpp"
 
 namespace outrider::indexer {
 

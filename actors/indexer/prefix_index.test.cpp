@@ -6,7 +6,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "actors/router/block_hash.hpp"
+#include "cluster/kv/block_hash.hpp"
 
 using namespace outrider;
 using namespace outrider::indexer;
@@ -61,7 +61,7 @@ struct model {
 
 TEST_CASE("the prefix index matches a brute-force model under random events") {
   std::mt19937_64 rng{2026};
-  prefix_index index{router::block_hash_seed};
+  prefix_index index{kv::block_hash_seed};
   model m;
   // Few distinct token blocks so that prefixes are shared across slots.
   std::vector<std::vector<uint32_t>> prompts;
@@ -111,7 +111,7 @@ TEST_CASE("the prefix index matches a brute-force model under random events") {
     if (step % 50 != 0)
       continue;
     for (const auto& prompt : prompts) {
-      auto seq = router::sequence_hashes(prompt.data(), prompt.size(), bs);
+      auto seq = kv::sequence_hashes(prompt.data(), prompt.size(), bs);
       std::map<slot_id, uint32_t> got;
       for (auto o : index.find_matches(seq))
         got[o.slot] = o.blocks;
@@ -124,7 +124,7 @@ TEST_CASE("the prefix index matches a brute-force model under random events") {
 }
 
 TEST_CASE("unknown parents and removals are counted, never crash") {
-  prefix_index index{router::block_hash_seed};
+  prefix_index index{kv::block_hash_seed};
   auto t = block_tokens(1);
   index.apply(0, {kv::block_stored{{5}, 4, t, bs}});
   CHECK(index.stats().unknown_parent == 1);
@@ -137,7 +137,7 @@ TEST_CASE("unknown parents and removals are counted, never crash") {
   CHECK(index.entries() == 2);
   index.clear_slot(1);
   CHECK(index.entries() == 1);
-  auto seq = router::sequence_hashes(t.data(), t.size(), bs);
+  auto seq = kv::sequence_hashes(t.data(), t.size(), bs);
   auto m = index.find_matches(seq);
   REQUIRE(m.size() == 1);
   CHECK(m[0].slot == 2);
@@ -145,7 +145,7 @@ TEST_CASE("unknown parents and removals are counted, never crash") {
 }
 
 TEST_CASE("slots beyond the first 64 match like the others") {
-  prefix_index index{router::block_hash_seed};
+  prefix_index index{kv::block_hash_seed};
   std::vector<uint32_t> p;
   for (uint32_t i = 0; i < 12; ++i)
     p.push_back(i + 1);
@@ -161,7 +161,7 @@ TEST_CASE("slots beyond the first 64 match like the others") {
     }
     index.apply(slot, {s});
   }
-  auto seq = router::sequence_hashes(p.data(), p.size(), bs);
+  auto seq = kv::sequence_hashes(p.data(), p.size(), bs);
   std::map<slot_id, uint32_t> got;
   for (auto o : index.find_matches(seq))
     got[o.slot] = o.blocks;

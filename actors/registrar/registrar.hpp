@@ -5,7 +5,7 @@
 
 #include <caf/all.hpp>
 
-#include "cluster/discovery.hpp"
+#include "cluster/messages.hpp"
 
 namespace outrider::registrar {
 
@@ -33,5 +33,3 @@ registrar_actor spawn_registrar(caf::actor_system& sys,
 registrar_actor current_registrar(caf::actor_system& sys);
 
 } // namespace outrider::registrar
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(outrider::cluster::worker_record)

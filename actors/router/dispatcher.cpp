@@ -7,8 +7,8 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/sidecar/engine_adapter.hpp"
-#include "actors/sidecar/engine_stream.hpp"
+#include "cluster/engine/engine_adapter.hpp"
+#include "cluster/engine/engine_stream.hpp"
 #include "openengine.grpc.pb.h"
 #include "runtime/metrics.hpp"
 
@@ -189,11 +189,11 @@ generate_outcome dispatcher::generate(
     // Through the worker's relay (OpenEngine), or straight to its engine in
     // whatever dialect the engine speaks.
     auto endpoint = direct_ ? d.engine_endpoint : d.endpoint;
-    auto dialect = direct_ ? sidecar::dialect_of(d.protocol)
-                           : sidecar::engine_dialect::openengine;
+    auto dialect =
+      direct_ ? engine::dialect_of(d.protocol) : engine::dialect::openengine;
     grpc::ClientContext ctx;
     bool prefilled = false;
-    auto result = sidecar::stream_generate(
+    auto result = engine::stream_generate(
       *channel_for(endpoint), dialect, greq,
       {{"openengine-target-dp-rank", std::to_string(d.rank)}}, ctx,
       [&](const oe::GenerateResponse& resp, uint32_t) {
@@ -229,7 +229,7 @@ generate_outcome dispatcher::generate(
     if (cancelled && direct_) {
       // Engines keep generating for a dropped stream: abort it (the relay
       // does this itself in relay mode).
-      auto err = sidecar::make_engine_adapter(d.protocol, d.engine_endpoint)
+      auto err = engine::make_engine_adapter(d.protocol, d.engine_endpoint)
                    ->abort(greq.request_id());
       if (!err.empty())
         spdlog::debug("router: abort on {}: {}", d.worker_id, err);

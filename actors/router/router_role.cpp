@@ -20,6 +20,18 @@
 
 namespace outrider::router {
 
+std::string check_router_options(const runtime::options& opts) {
+  std::string why;
+  if (!opts.get_bool("router-conditional-disagg"))
+    return why;
+  if (opts.get_string("router-mode") != "kv")
+    return "--router-conditional-disagg needs --router-mode kv (the "
+           "effective ISL comes from the KV index)";
+  parse_disagg_config(opts.get_string("router-conditional-disagg-config"),
+                      &why);
+  return why;
+}
+
 namespace {
 
 struct router_parts {

@@ -1,10 +1,15 @@
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "runtime/app.hpp"
 
 namespace outrider::router {
+
+/// Refuses bad combinations of router options before anything starts:
+/// the reason, or empty when they are fine.
+std::string check_router_options(const runtime::options& opts);
 
 /// `--role router`: the router actor, the discovery and event-plane watcher,
 /// the dispatcher and both frontends (HTTP, gRPC).

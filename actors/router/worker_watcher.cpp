@@ -3,7 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
-#include "cluster/kv_proto.hpp"
+#include "cluster/kv/kv_proto.hpp"
 #include "openengine.grpc.pb.h"
 #include "runtime/metrics.hpp"
 

@@ -5,8 +5,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "actors/sidecar/kv_decoder.hpp"
-#include "cluster/seq_frame.hpp"
+#include "actors/sidecar/kv_sequencer.hpp"
+#include "cluster/kv/kv_decoder.hpp"
+#include "cluster/kv/seq_frame.hpp"
 #include "runtime/metrics.hpp"
 
 namespace outrider::sidecar {
@@ -24,7 +25,7 @@ struct forwarder_state {
   forwarder_state() = default;
   forwarder_config cfg;
   std::unique_ptr<zmq::socket_t> sub;
-  uint64_t next = 0;
+  kv_sequencer seq;
   bool caught_up = false;
   clock_type::time_point last_log{};
   static inline const char* name = "kv_forwarder";
@@ -103,13 +104,13 @@ void apply(self_ptr self, uint64_t seq, const std::string& payload) {
   auto b = std::make_shared<indexer::kv_batch>();
   b->rank = st.cfg.source.rank;
   b->seq = seq;
-  auto r = decode_kv_batch(payload.data(), payload.size());
+  auto r = kv::decode_kv_batch(payload.data(), payload.size());
   if (!r.ok) {
     // The sequence still advances: an empty batch keeps the index in step.
-    st.reject(to_string(r.error), r.detail);
+    st.reject(kv::to_string(r.error), r.detail);
   } else {
     for (auto why : r.batch.rejected)
-      st.reject(to_string(why), "event left out");
+      st.reject(kv::to_string(why), "event left out");
     b->events = std::move(r.batch.events);
   }
   st.counter("outrider_kv_batches_received_total",
@@ -118,42 +119,42 @@ void apply(self_ptr self, uint64_t seq, const std::string& payload) {
   if (auto idx = indexer::current_indexer(self->system()))
     self->send(idx, indexer::apply_atom::value,
                std::shared_ptr<const indexer::kv_batch>{std::move(b)});
-  st.next = seq + 1;
 }
 
-// Replays from `next`; handles history the engine no longer has.
+// Replays from the next expected sequence; handles history the engine no
+// longer has.
 void catch_up(self_ptr self, uint64_t upto_hint) {
   auto& st = self->state;
-  auto r = replay(self, st.next);
+  auto from = st.seq.next();
+  auto r = replay(self, from);
   if (!r.ok) {
-    if (upto_hint > st.next)
+    if (upto_hint > from)
       spdlog::warn("kv_forwarder[{}]: no replay answer; events {}..{} "
                    "missing",
-                   st.cfg.source.rank, st.next, upto_hint - 1);
+                   st.cfg.source.rank, from, upto_hint - 1);
     return;
   }
-  // Lost history: the engine's oldest buffered batch is past what we need.
-  // (An empty answer means the engine has nothing newer: a live sequence
-  // beyond it is bogus, not a gap.)
-  bool lost = !r.batches.empty() && r.batches.front().first > st.next;
-  if (lost) {
-    auto resume = r.batches.front().first;
+  std::vector<uint64_t> seqs;
+  seqs.reserve(r.batches.size());
+  for (const auto& b : r.batches)
+    seqs.push_back(b.first);
+  auto plan = st.seq.plan_replay(seqs);
+  if (plan.lost) {
     st.counter("outrider_kv_gaps_unrecoverable_total",
                "Gaps the engine's replay buffer could not cover")
       .inc();
     spdlog::warn("kv_forwarder[{}]: history {}..{} is gone; resetting the "
                  "rank",
-                 st.cfg.source.rank, st.next, resume - 1);
+                 st.cfg.source.rank, plan.lost_from, plan.resume - 1);
     if (auto idx = indexer::current_indexer(self->system()))
       self->send(idx, indexer::reset_rank_atom::value,
-                 int32_t{st.cfg.source.rank}, resume);
+                 int32_t{st.cfg.source.rank}, plan.resume);
     caf::anon_send(st.cfg.parent, kv_gap_atom::value,
                    int32_t{st.cfg.source.rank});
-    st.next = resume;
   }
-  for (const auto& [seq, payload] : r.batches)
-    if (seq == st.next)
-      apply(self, seq, payload);
+  // The plan has moved the sequencer past these already.
+  for (auto i : plan.apply)
+    apply(self, r.batches[i].first, r.batches[i].second);
 }
 
 void poll_once(self_ptr self) {
@@ -195,20 +196,23 @@ void poll_once(self_ptr self) {
       continue;
     }
     auto seq = kv::decode_seq(frames[1].data());
-    if (seq < st.next) {
+    auto v = st.seq.classify(seq);
+    if (v == kv_sequencer::verdict::duplicate) {
       st.counter("outrider_kv_duplicates_total",
                  "Live batches already applied (after a replay)")
         .inc();
       continue;
     }
-    if (seq > st.next) {
+    if (v == kv_sequencer::verdict::gap) {
       st.counter("outrider_kv_gaps_total", "Sequence gaps in the live stream")
         .inc();
       catch_up(self, seq);
+      v = st.seq.classify(seq);
     }
-    if (seq == st.next)
+    if (v == kv_sequencer::verdict::apply) {
       apply(self, seq, frames[2].to_string());
-    else if (seq > st.next)
+      st.seq.applied(seq);
+    } else if (v == kv_sequencer::verdict::gap)
       st.reject("sequence_ahead", "sequence " + std::to_string(seq) +
                                     " beyond the engine's history");
   }
@@ -218,7 +222,7 @@ kv_forwarder_actor::behavior_type forwarder(self_ptr self,
                                             forwarder_config cfg) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
-  st.next = st.cfg.next_seq;
+  st.seq = kv_sequencer{st.cfg.next_seq};
   st.sub = std::make_unique<zmq::socket_t>(*st.cfg.zmq, zmq::socket_type::sub);
   st.sub->set(zmq::sockopt::subscribe, st.cfg.source.topic);
   st.sub->set(zmq::sockopt::linger, 0);
@@ -229,7 +233,7 @@ kv_forwarder_actor::behavior_type forwarder(self_ptr self,
                st.cfg.source.replay_endpoint.empty()
                  ? "none"
                  : st.cfg.source.replay_endpoint,
-               st.next);
+               st.seq.next());
   self->send(self, poll_atom::value);
   return {
     [=](poll_atom) {
@@ -243,11 +247,11 @@ kv_forwarder_actor::behavior_type forwarder(self_ptr self,
     },
     [=](indexer::resync_atom, int32_t, uint64_t expected) {
       auto& st = self->state;
-      if (expected == st.next)
+      auto was = st.seq.next();
+      if (!st.seq.resync(expected))
         return;
       spdlog::info("kv_forwarder[{}]: indexer expects {}, I am at {}",
-                   st.cfg.source.rank, expected, st.next);
-      st.next = expected;
+                   st.cfg.source.rank, expected, was);
       catch_up(self, 0);
     },
   };

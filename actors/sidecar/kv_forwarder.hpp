@@ -7,7 +7,7 @@
 #include <caf/all.hpp>
 
 #include "actors/indexer/indexer_actor.hpp"
-#include "actors/sidecar/engine_adapter.hpp"
+#include "cluster/engine/engine_adapter.hpp"
 
 namespace zmq {
 class context_t;
@@ -31,7 +31,7 @@ using kv_forwarder_actor =
                    caf::reacts_to<indexer::resync_atom, int32_t, uint64_t>>;
 
 struct forwarder_config {
-  kv_source source;
+  engine::kv_source source;
   uint64_t next_seq = 0;
   caf::actor parent;
   std::shared_ptr<zmq::context_t> zmq;

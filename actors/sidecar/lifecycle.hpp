@@ -8,8 +8,8 @@
 #include <caf/all.hpp>
 
 #include "actors/indexer/indexer_actor.hpp"
-#include "actors/sidecar/engine_adapter.hpp"
 #include "actors/sidecar/kv_forwarder.hpp"
+#include "cluster/engine/engine_adapter.hpp"
 #include "runtime/status.hpp"
 
 namespace zmq {
@@ -22,23 +22,25 @@ using engine_status_atom = caf::atom_constant<caf::atom("engstatus")>;
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 using identify_atom = caf::atom_constant<caf::atom("identify")>;
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
+using stopping_atom = caf::atom_constant<caf::atom("stopping")>;
 
 /// What the engine said about itself, or why it could not.
 struct identity_result {
   std::string error;
-  engine_info info;
-  std::vector<kv_source> sources;
+  engine::engine_info info;
+  std::vector<engine::kv_source> sources;
 };
 
 /// The sidecar's lifecycle (DESIGN.md): follows the engine's health, reads
 /// its identity, keeps or resets the index, runs one KV forwarder per rank,
 /// and registers the worker only while the engine serves and the index has
-/// caught up.
+/// caught up. The transitions live in `lifecycle_machine`; this actor does
+/// their I/O. `stopping` (at SIGTERM) withdraws the record.
 using lifecycle_actor = caf::typed_actor<
   caf::reacts_to<engine_status_atom, int32_t, std::string>,
   caf::reacts_to<deadline_atom>, caf::reacts_to<retry_atom, uint64_t>,
   caf::reacts_to<caught_up_atom, int32_t>, caf::reacts_to<kv_gap_atom, int32_t>,
-  caf::reacts_to<identity_result, uint64_t>>;
+  caf::reacts_to<identity_result, uint64_t>, caf::reacts_to<stopping_atom>>;
 
 struct lifecycle_config {
   std::string engine_endpoint;

@@ -8,9 +8,9 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/sidecar/engine_adapter.hpp"
-#include "actors/sidecar/engine_stream.hpp"
-#include "cluster/kv_proto.hpp"
+#include "cluster/engine/engine_adapter.hpp"
+#include "cluster/engine/engine_stream.hpp"
+#include "cluster/kv/kv_proto.hpp"
 #include "openengine.grpc.pb.h"
 #include "runtime/metrics.hpp"
 #include "vllm.grpc.pb.h"
@@ -25,7 +25,7 @@ using grpc::Status;
 using grpc::StatusCode;
 using clock_type = std::chrono::steady_clock;
 
-enum class dialect { unknown, openengine, vllm };
+using engine::dialect;
 
 // A broken transport, not a verdict on the request: worth migrating.
 bool broke(const Status& st) {
@@ -78,7 +78,7 @@ struct relay::impl {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<oe::Control::Stub> oe_control;
   std::mutex adapter_mtx;
-  std::unique_ptr<engine_adapter> adapter; // guarded by adapter_mtx
+  std::unique_ptr<engine::engine_adapter> adapter; // guarded by adapter_mtx
   std::atomic<dialect> engine_dialect{dialect::unknown};
   std::atomic<uint64_t> next_id{0};
   std::atomic<bool> stopping{false};
@@ -87,7 +87,7 @@ struct relay::impl {
   std::unique_ptr<grpc::Service> control_service;
   std::unique_ptr<grpc::Server> server;
 
-  std::string server_info(engine_info& out) {
+  std::string server_info(engine::engine_info& out) {
     std::lock_guard<std::mutex> guard{adapter_mtx};
     auto err = adapter->server_info(out);
     if (err.empty())
@@ -97,12 +97,11 @@ struct relay::impl {
   }
 
   dialect resolve() {
-    if (cfg.engine_protocol == "openengine")
-      return dialect::openengine;
-    if (cfg.engine_protocol == "vllm")
-      return dialect::vllm;
+    if (auto fixed = engine::dialect_of(cfg.engine_protocol);
+        fixed != dialect::unknown)
+      return fixed;
     if (engine_dialect == dialect::unknown) {
-      engine_info info;
+      engine::engine_info info;
       server_info(info);
     }
     return engine_dialect;
@@ -151,10 +150,9 @@ class inference final : public oe::Inference::Service {
     auto req = in;
     req.set_request_id(id);
     grpc::ClientContext ectx;
-    auto result = stream_generate(
-      *r_.channel,
-      d == dialect::vllm ? engine_dialect::vllm : engine_dialect::openengine,
-      req, metadata, ectx, [&](const oe::GenerateResponse& resp, uint32_t n) {
+    auto result = engine::stream_generate(
+      *r_.channel, d, req, metadata, ectx,
+      [&](const oe::GenerateResponse& resp, uint32_t n) {
         t_read = clock_type::now();
         if (ctx->IsCancelled() || !w->Write(resp))
           return false;
@@ -198,7 +196,7 @@ class control final : public oe::Control::Service {
 
   Status GetServerInfo(ServerContext*, const oe::GetServerInfoRequest*,
                        oe::ServerInfo* out) override {
-    engine_info info;
+    engine::engine_info info;
     if (auto err = r_.server_info(info); !err.empty())
       return {StatusCode::UNAVAILABLE, err};
     out->set_engine_name("outrider-sidecar (" + info.protocol + ")");
@@ -218,7 +216,7 @@ class control final : public oe::Control::Service {
 
   Status GetModelInfo(ServerContext*, const oe::GetModelInfoRequest*,
                       oe::ModelInfo* out) override {
-    engine_info info;
+    engine::engine_info info;
     if (auto err = r_.server_info(info); !err.empty())
       return {StatusCode::UNAVAILABLE, err};
     out->set_model_id(info.model);
@@ -333,8 +331,8 @@ relay::relay(relay_config cfg) : impl_(std::make_unique<impl>()) {
   impl_->channel = grpc::CreateChannel(impl_->cfg.engine_endpoint,
                                        grpc::InsecureChannelCredentials());
   impl_->oe_control = oe::Control::NewStub(impl_->channel);
-  impl_->adapter =
-    make_engine_adapter(impl_->cfg.engine_protocol, impl_->cfg.engine_endpoint);
+  impl_->adapter = engine::make_engine_adapter(impl_->cfg.engine_protocol,
+                                               impl_->cfg.engine_endpoint);
   impl_->inference_service = std::make_unique<inference>(*impl_);
   impl_->control_service = std::make_unique<control>(*impl_);
 }

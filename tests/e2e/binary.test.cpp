@@ -171,9 +171,6 @@ TEST_CASE("bad command lines and configuration exit 2 with one clear line") {
     {{"--role", "sidecar"},
      {"OUTRIDER_LOG_LEVEL=loud"},
      "OUTRIDER_LOG_LEVEL: 'log-level' must be one of"},
-    {{"--role", "sidecar"},
-     {"OUTRIDER_NOPE=1"},
-     "unknown environment variable OUTRIDER_NOPE"},
   };
   for (const auto& c : cases) {
     auto [code, out] = run_outrider(c.args, c.env);
@@ -185,6 +182,28 @@ TEST_CASE("bad command lines and configuration exit 2 with one clear line") {
   }
   std::filesystem::remove(yaml);
   std::filesystem::remove(typed);
+}
+
+TEST_CASE("Kubernetes service links and unknown variables do not stop the "
+          "binary") {
+  sidecar_dirs dirs;
+  auto [code, out] = run_outrider(
+    {"--role", "sidecar", "--engine-endpoint",
+     "127.0.0.1:" + port_arg(free_port()), "--system-port",
+     port_arg(free_port()), "--engine-startup-deadline", "300ms", "--data-dir",
+     dirs.data.str(), "--discovery-dir", dirs.discovery.str(), "--relay-port",
+     port_arg(free_port())},
+    {"OUTRIDER_PORT=tcp://10.0.0.1:80", "OUTRIDER_SERVICE_HOST=10.0.0.1",
+     "OUTRIDER_PORT_8000_TCP_ADDR=10.0.0.1", "OUTRIDER_SERVICE_PORT=80",
+     "OUTRIDER_HTTP_PORT=tcp://10.0.0.2:8000", "OUTRIDER_NOPE=1"});
+  INFO(out);
+  // It ran (and gave up on the missing engine), rather than exit 2.
+  CHECK(code == 1);
+  CHECK_THAT(out, Contains("outrider: warning: ignoring unknown environment "
+                           "variable OUTRIDER_NOPE"));
+  CHECK_THAT(out, !Contains("OUTRIDER_SERVICE_HOST"));
+  CHECK_THAT(out, !Contains("OUTRIDER_PORT"));
+  CHECK_THAT(out, Contains("startup deadline"));
 }
 
 TEST_CASE("help explains every option") {

@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "cluster/kv_proto.hpp"
+#include "cluster/kv/kv_proto.hpp"
 #include "openengine.grpc.pb.h"
 #include "sim/engine_core.hpp"
 #include "tests/e2e/sidecar_process.hpp"

@@ -7,8 +7,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "actors/sidecar/kv_decoder.hpp"
-#include "cluster/seq_frame.hpp"
+#include "cluster/kv/kv_decoder.hpp"
+#include "cluster/kv/seq_frame.hpp"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "openengine.grpc.pb.h"
 #include "sim/engine_core.hpp"
@@ -124,7 +124,7 @@ using cache_model = std::map<uint64_t, model_block>;
 // Applies decoded batches the way an indexer would.
 void apply(cache_model& m, const std::string& payload,
            std::optional<int64_t> expect_rank = std::nullopt) {
-  auto r = sidecar::decode_kv_batch(payload.data(), payload.size());
+  auto r = kv::decode_kv_batch(payload.data(), payload.size());
   REQUIRE(r.ok);
   REQUIRE(r.batch.rejected.empty());
   if (expect_rank)
@@ -341,7 +341,7 @@ TEST_CASE("KV events in both encodings rebuild the engine's true cache") {
   cache_model m;
   bool removed_seen = false;
   for (const auto& [s, payload] : all.batches) {
-    auto r = sidecar::decode_kv_batch(payload.data(), payload.size());
+    auto r = kv::decode_kv_batch(payload.data(), payload.size());
     for (const auto& ev : r.batch.events)
       removed_seen |= std::holds_alternative<kv::block_removed>(ev);
     apply(m, payload, 0);
@@ -444,8 +444,8 @@ TEST_CASE("a prefix-cache reset publishes AllBlocksCleared") {
     },
     5s));
   auto all = replay(zctx, sim.replay_endpoint(0), 0, true);
-  auto r = sidecar::decode_kv_batch(all.batches.back().second.data(),
-                                    all.batches.back().second.size());
+  auto r = kv::decode_kv_batch(all.batches.back().second.data(),
+                               all.batches.back().second.size());
   REQUIRE(r.ok);
   REQUIRE(r.batch.events.size() == 1);
   CHECK(std::holds_alternative<kv::all_blocks_cleared>(r.batch.events[0]));

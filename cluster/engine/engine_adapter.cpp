@@ -1,4 +1,4 @@
-#include "actors/sidecar/engine_adapter.hpp"
+#include "cluster/engine/engine_adapter.hpp"
 
 #include <chrono>
 
@@ -7,7 +7,7 @@
 #include "openengine.grpc.pb.h"
 #include "vllm.grpc.pb.h"
 
-namespace outrider::sidecar {
+namespace outrider::engine {
 
 namespace {
 
@@ -245,4 +245,4 @@ make_engine_adapter(const std::string& protocol, const std::string& endpoint) {
   return std::make_unique<auto_adapter>(ch, host);
 }
 
-} // namespace outrider::sidecar
+} // namespace outrider::engine

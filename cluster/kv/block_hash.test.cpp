@@ -1,10 +1,10 @@
-#include "actors/router/block_hash.hpp"
+#include "cluster/kv/block_hash.hpp"
 
 #include <xxhash.h>
 
 #include <catch2/catch.hpp>
 
-using namespace outrider::router;
+using namespace outrider::kv;
 
 namespace {
 

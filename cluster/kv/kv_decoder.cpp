@@ -1,11 +1,11 @@
-#include "actors/sidecar/kv_decoder.hpp"
+#include "cluster/kv/kv_decoder.hpp"
 
 #include <cstring>
 #include <msgpack.hpp>
 #include <string_view>
 #include <xxhash.h>
 
-namespace outrider::sidecar {
+namespace outrider::kv {
 
 namespace {
 
@@ -238,4 +238,4 @@ decode_result decode_kv_batch(const void* data, size_t size) {
   return out;
 }
 
-} // namespace outrider::sidecar
+} // namespace outrider::kv

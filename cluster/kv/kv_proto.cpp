@@ -1,4 +1,4 @@
-#include "cluster/kv_proto.hpp"
+#include "cluster/kv/kv_proto.hpp"
 
 #include <xxhash.h>
 

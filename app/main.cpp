@@ -1,9 +1,8 @@
-// The outrider binary: parses options and runs one role.
+// The outrider binary, the composition root: parses options, picks the
+// role and runs it. Everything else lives below, in actors/, cluster/ and
+// runtime/.
 #include <cstdio>
 
-#include <spdlog/spdlog.h>
-
-#include "actors/router/disagg_policy.hpp"
 #include "actors/router/router_role.hpp"
 #include "actors/sidecar/sidecar_role.hpp"
 #include "runtime/app.hpp"
@@ -29,18 +28,12 @@ int run_main(int argc, char** argv) {
   case runtime::parse_outcome::ok:
     break;
   }
+  for (const auto& w : parsed.warnings)
+    std::fprintf(stderr, "outrider: warning: %s\n", w.c_str());
   const auto& opts = parsed.opts;
   const auto& role = opts.get_string("role");
-  if (role != "sidecar" && opts.get_bool("router-conditional-disagg")) {
-    // Bad combinations are refused before anything starts.
-    std::string why;
-    if (opts.get_string("router-mode") != "kv")
-      why = "--router-conditional-disagg needs --router-mode kv (the "
-            "effective ISL comes from the KV index)";
-    else
-      router::parse_disagg_config(
-        opts.get_string("router-conditional-disagg-config"), &why);
-    if (!why.empty()) {
+  if (role != "sidecar") {
+    if (auto why = router::check_router_options(opts); !why.empty()) {
       std::fprintf(stderr, "outrider: error: %s\n", why.c_str());
       return 2;
     }

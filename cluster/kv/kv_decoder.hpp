@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "cluster/kv_event.hpp"
+#include "cluster/kv/kv_event.hpp"
 
-namespace outrider::sidecar {
+namespace outrider::kv {
 
 /// Why a frame or an event was rejected; each reason is a metric label.
 enum class kv_reject {
@@ -45,4 +45,4 @@ decode_result decode_kv_batch(const void* data, size_t size);
 /// Folds a raw-bytes block hash (e.g. a 32-byte digest) to 64 bits.
 uint64_t fold_hash_bytes(const void* data, size_t size);
 
-} // namespace outrider::sidecar
+} // namespace outrider::kv

@@ -8,24 +8,13 @@
 #include <string>
 #include <thread>
 
+#include "cluster/engine/engine_info.hpp"
+
 namespace grpc {
 class ClientContext;
 }
 
-namespace outrider::sidecar {
-
-/// Engine health as seen through `grpc.health.v1` Watch. The first four
-/// values are the protocol's ServingStatus; `unreachable` means the Watch
-/// stream could not be opened or dropped.
-enum class engine_health : int32_t {
-  unknown = 0,
-  serving = 1,
-  not_serving = 2,
-  service_unknown = 3,
-  unreachable = -1,
-};
-
-const char* to_string(engine_health h);
+namespace outrider::engine {
 
 /// Watches an engine's health on a thread of its own: opens a Watch stream
 /// for service "", reports every status, and on failure reconnects with
@@ -61,4 +50,4 @@ class health_watch {
   std::thread thread_;
 };
 
-} // namespace outrider::sidecar
+} // namespace outrider::engine

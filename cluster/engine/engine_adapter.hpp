@@ -5,26 +5,9 @@
 #include <string>
 #include <vector>
 
-namespace outrider::sidecar {
+#include "cluster/engine/engine_info.hpp"
 
-/// What the sidecar needs to know about its engine.
-struct engine_info {
-  std::string instance_id;
-  std::string model;
-  std::string role = "aggregated";
-  uint32_t kv_block_size = 0;
-  uint64_t total_kv_blocks = 0;
-  uint32_t data_parallel_size = 1;
-  std::string protocol; // the one that answered: openengine or vllm
-};
-
-/// One rank's KV event source, with connectable addresses.
-struct kv_source {
-  int rank = 0;
-  std::string endpoint;        // tcp://host:port
-  std::string replay_endpoint; // empty: no replay
-  std::string topic;
-};
+namespace outrider::engine {
 
 /// The engine as the sidecar sees it, whichever protocol it speaks. Calls
 /// block (with a deadline) and are safe from any one thread at a time.
@@ -48,4 +31,4 @@ make_engine_adapter(const std::string& protocol, const std::string& endpoint);
 std::string connectable(const std::string& endpoint,
                         const std::string& engine_host);
 
-} // namespace outrider::sidecar
+} // namespace outrider::engine

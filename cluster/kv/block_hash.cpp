@@ -1,9 +1,9 @@
-#include "actors/router/block_hash.hpp"
+#include "cluster/kv/block_hash.hpp"
 
 #include <cstring>
 #include <xxhash.h>
 
-namespace outrider::router {
+namespace outrider::kv {
 
 namespace {
 
@@ -59,4 +59,4 @@ std::vector<uint64_t> sequence_hashes(const uint32_t* tokens, size_t n,
   return out;
 }
 
-} // namespace outrider::router
+} // namespace outrider::kv

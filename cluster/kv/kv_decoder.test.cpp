@@ -1,11 +1,11 @@
-#include "actors/sidecar/kv_decoder.hpp"
+#include "cluster/kv/kv_decoder.hpp"
 
 #include <catch2/catch.hpp>
 
 #include "sim/kv_encoding.hpp"
 
 using namespace outrider;
-using namespace outrider::sidecar;
+using namespace outrider::kv;
 
 namespace {
 

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "cluster/kv_event.hpp"
+#include "cluster/kv/kv_event.hpp"
 #include "openengine.pb.h"
 
 namespace outrider::kv {

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-namespace outrider::router {
+namespace outrider::kv {
 
 /// The router's block hash (WIRE.md section 5, compatible with Dynamo's KV
 /// router): XXH3-64 with seed 1337 over each full block's tokens as 4-byte
@@ -29,4 +29,4 @@ std::vector<uint64_t> sequence_hashes(const uint32_t* tokens, size_t n,
                                       size_t block_size,
                                       uint64_t seed = block_hash_seed);
 
-} // namespace outrider::router
+} // namespace outrider::kv

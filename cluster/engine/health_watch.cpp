@@ -1,26 +1,10 @@
-#include "actors/sidecar/health_watch.hpp"
+#include "cluster/engine/health_watch.hpp"
 
 #include <grpcpp/grpcpp.h>
 
 #include "grpc/health/v1/health.grpc.pb.h"
 
-namespace outrider::sidecar {
-
-const char* to_string(engine_health h) {
-  switch (h) {
-  case engine_health::unknown:
-    return "unknown";
-  case engine_health::serving:
-    return "serving";
-  case engine_health::not_serving:
-    return "not_serving";
-  case engine_health::service_unknown:
-    return "service_unknown";
-  case engine_health::unreachable:
-    return "unreachable";
-  }
-  return "invalid";
-}
+namespace outrider::engine {
 
 health_watch::health_watch(std::string endpoint, backoff b, callback cb)
   : endpoint_(std::move(endpoint)), backoff_(b), cb_(std::move(cb)) {
@@ -108,4 +92,4 @@ void health_watch::run() {
   }
 }
 
-} // namespace outrider::sidecar
+} // namespace outrider::engine

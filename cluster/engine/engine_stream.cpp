@@ -1,9 +1,9 @@
-#include "actors/sidecar/engine_stream.hpp"
+#include "cluster/engine/engine_stream.hpp"
 
 #include "openengine.grpc.pb.h"
 #include "vllm.grpc.pb.h"
 
-namespace outrider::sidecar {
+namespace outrider::engine {
 
 namespace {
 
@@ -28,23 +28,19 @@ std::shared_ptr<grpc::Channel> borrow(grpc::Channel& ch) {
 
 } // namespace
 
-engine_dialect dialect_of(const std::string& protocol) {
-  return protocol == "vllm" ? engine_dialect::vllm : engine_dialect::openengine;
-}
-
 stream_outcome stream_generate(
-  grpc::Channel& ch, engine_dialect dialect, const oe::GenerateRequest& in,
+  grpc::Channel& ch, dialect d, const oe::GenerateRequest& in,
   const std::vector<std::pair<std::string, std::string>>& metadata,
   grpc::ClientContext& ctx,
   const std::function<bool(const oe::GenerateResponse&, uint32_t)>& deliver) {
   stream_outcome out;
   for (const auto& [k, v] : metadata) {
-    if (dialect == engine_dialect::openengine)
+    if (d != dialect::vllm)
       ctx.AddMetadata(k, v);
     else if (k == "openengine-target-dp-rank")
       ctx.AddMetadata("x-data-parallel-rank", v);
   }
-  if (dialect == engine_dialect::openengine) {
+  if (d != dialect::vllm) {
     auto reader = oe::Inference::NewStub(borrow(ch))->Generate(&ctx, in);
     oe::GenerateResponse resp;
     while (reader->Read(&resp)) {
@@ -137,4 +133,4 @@ stream_outcome stream_generate(
   return out;
 }
 
-} // namespace outrider::sidecar
+} // namespace outrider::engine

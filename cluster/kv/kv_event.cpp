@@ -1,4 +1,4 @@
-#include "cluster/kv_event.hpp"
+#include "cluster/kv/kv_event.hpp"
 
 #include <algorithm>
 #include <unordered_map>

@@ -1,0 +1,224 @@
+#include "actors/router/placement.hpp"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "cluster/kv/block_hash.hpp"
+
+namespace outrider::router {
+
+placement::placement(router_config cfg, clock_fn now, uint64_t seed)
+  : cfg_(std::move(cfg)), now_(std::move(now)), rng_(seed),
+    index_(kv::block_hash_seed) {}
+
+placement::join placement::add_worker(const cluster::worker_record& r) {
+  if (!cfg_.model.empty() && r.model != cfg_.model) {
+    spdlog::warn("router: worker {} serves '{}', not '{}': refused",
+                 r.worker_id, r.model, cfg_.model);
+    return join::refused_model;
+  }
+  if (block_size_ == 0)
+    block_size_ = r.kv_block_size;
+  if (r.kv_block_size != block_size_) {
+    spdlog::warn("router: worker {} has block size {}, not {}: refused",
+                 r.worker_id, r.kv_block_size, block_size_);
+    return join::refused_block_size;
+  }
+  auto known = workers_.find(r.worker_id);
+  if (known != workers_.end()) {
+    if (known->second.instance_id == r.instance_id &&
+        known->second.relay_endpoint == r.relay_endpoint)
+      return join::unchanged;
+    remove_worker(r.worker_id);
+  }
+  workers_[r.worker_id] = r;
+  auto& slots = worker_slots_[r.worker_id];
+  for (uint32_t rank = 0; rank < r.data_parallel_size; ++rank) {
+    slots.push_back(static_cast<uint32_t>(slots_.size()));
+    predicted_.emplace_back();
+    slots_.push_back(slot_info{r.worker_id, r.role, r.relay_endpoint,
+                               r.engine_endpoint, r.protocol,
+                               static_cast<int>(rank), true, 0, 0});
+  }
+  spdlog::info("router: worker {} ({} rank(s), {}) joined", r.worker_id,
+               r.data_parallel_size, r.relay_endpoint);
+  return join::joined;
+}
+
+void placement::remove_worker(const std::string& id) {
+  auto i = worker_slots_.find(id);
+  if (i == worker_slots_.end())
+    return;
+  for (auto slot : i->second) {
+    index_.clear_slot(slot);
+    slots_[slot].alive = false;
+    predicted_[slot].clear();
+  }
+  std::erase_if(bookings_, [&](const auto& kv) {
+    return slots_[kv.second.slot].worker_id == id;
+  });
+  worker_slots_.erase(i);
+  workers_.erase(id);
+  spdlog::info("router: worker {} left", id);
+}
+
+bool placement::apply_events(const worker_events& ev) {
+  auto i = worker_slots_.find(ev.worker_id);
+  if (i == worker_slots_.end() || ev.rank < 0 ||
+      static_cast<size_t>(ev.rank) >= i->second.size())
+    return false;
+  auto slot = i->second[static_cast<size_t>(ev.rank)];
+  if (ev.reset)
+    index_.clear_slot(slot);
+  index_.apply(slot, ev.events);
+  return true;
+}
+
+std::vector<candidate> placement::candidates(const route_request& req) const {
+  std::vector<candidate> cands;
+  for (uint32_t s = 0; s < slots_.size(); ++s) {
+    const auto& info = slots_[s];
+    // "" means any worker that decodes: aggregated or decode.
+    bool role_ok =
+      req.role.empty() ? info.role != "prefill" : info.role == req.role;
+    if (!info.alive || !role_ok ||
+        std::find(req.exclude.begin(), req.exclude.end(), info.worker_id) !=
+          req.exclude.end())
+      continue;
+    cands.push_back(candidate{s, 0, info.prefill_tokens, info.decode_blocks});
+  }
+  return cands;
+}
+
+// The index of the chosen candidate, by --router-mode.
+size_t placement::choose(std::vector<candidate>& cands,
+                         const std::vector<uint64_t>& seq,
+                         const std::unordered_map<uint32_t, uint32_t>& overlap,
+                         uint32_t prompt_blocks) {
+  if (cfg_.mode == "round-robin")
+    return round_robin_++ % cands.size();
+  if (cfg_.mode == "random")
+    return std::uniform_int_distribution<size_t>{0, cands.size() - 1}(rng_);
+  auto now = now_();
+  for (auto& c : cands) {
+    auto o = overlap.find(c.slot);
+    c.overlap_blocks = o == overlap.end() ? 0 : o->second;
+    // Predicted blocks extend what the index knows.
+    const auto& pred = predicted_[c.slot];
+    uint32_t n = 0;
+    while (n < seq.size()) {
+      auto i = pred.find(seq[n]);
+      if (i == pred.end() || i->second < now)
+        break;
+      ++n;
+    }
+    c.overlap_blocks = std::max(c.overlap_blocks, n);
+  }
+  auto cfg = cfg_.selector;
+  cfg.block_size = std::max(1u, block_size_);
+  auto sel = select_worker(cands, prompt_blocks, cfg, rng_);
+  for (size_t i = 0; i < cands.size(); ++i)
+    if (cands[i].slot == sel->slot)
+      return i;
+  return 0;
+}
+
+void placement::predict(uint32_t slot, const std::vector<uint64_t>& seq) {
+  auto& pred = predicted_[slot];
+  auto now = now_();
+  auto expiry = now + cfg_.prediction_ttl;
+  if (pred.size() + seq.size() > cfg_.prediction_cap)
+    std::erase_if(pred, [now](const auto& kv) { return kv.second < now; });
+  if (pred.size() + seq.size() <= cfg_.prediction_cap)
+    for (auto h : seq)
+      pred[h] = expiry;
+}
+
+route_decision placement::place(const route_request& req) {
+  route_decision d;
+  auto cands = candidates(req);
+  if (cands.empty()) {
+    d.error = req.role.empty() ? "no worker is available"
+                               : "no " + req.role + " worker is available";
+    return d;
+  }
+  if (cfg_.queue_threshold &&
+      std::all_of(cands.begin(), cands.end(), [&](const candidate& c) {
+        return static_cast<double>(c.active_prefill_tokens) >
+               *cfg_.queue_threshold;
+      })) {
+    d.busy = true;
+    d.error = "every worker is above the queue threshold";
+    return d;
+  }
+  auto bs = std::max(1u, block_size_);
+  auto prompt_blocks = static_cast<uint32_t>((req.tokens.size() + bs - 1) / bs);
+  auto seq = kv::sequence_hashes(req.tokens.data(), req.tokens.size(), bs);
+  // What the index knows, in every mode (the hit-rate metrics want it).
+  std::unordered_map<uint32_t, uint32_t> overlap;
+  for (auto o : index_.find_matches(seq))
+    overlap[o.slot] = o.blocks;
+  auto slot = cands[choose(cands, seq, overlap, prompt_blocks)].slot;
+  auto o = overlap.find(slot);
+  uint32_t overlap_blocks = o == overlap.end() ? 0 : o->second;
+  auto& info = slots_[slot];
+  if (cfg_.mode == "kv")
+    predict(slot, seq);
+  d.queued_prefill_tokens = info.prefill_tokens;
+  d.held_decode_blocks = info.decode_blocks;
+  d.block_size = bs;
+  booking b;
+  b.slot = slot;
+  b.prefill_tokens =
+    req.tokens.size() -
+    std::min<size_t>(req.tokens.size(), size_t{overlap_blocks} * bs);
+  b.decode_blocks = prompt_blocks - std::min(prompt_blocks, overlap_blocks);
+  info.prefill_tokens += b.prefill_tokens;
+  info.decode_blocks += b.decode_blocks;
+  d.ok = true;
+  d.key = next_key_++;
+  d.slot = slot;
+  bookings_[d.key] = b;
+  d.worker_id = info.worker_id;
+  d.endpoint = info.endpoint;
+  d.engine_endpoint = info.engine_endpoint;
+  d.protocol = info.protocol;
+  d.rank = info.rank;
+  d.overlap_blocks = overlap_blocks;
+  d.prompt_blocks = static_cast<uint32_t>(seq.size());
+  return d;
+}
+
+std::optional<uint32_t> placement::unbook(uint64_t key, bool finished) {
+  auto i = bookings_.find(key);
+  if (i == bookings_.end())
+    return std::nullopt;
+  auto& b = i->second;
+  auto& s = slots_[b.slot];
+  auto slot = b.slot;
+  if (!b.prefilled) {
+    s.prefill_tokens -= std::min(s.prefill_tokens, b.prefill_tokens);
+    b.prefilled = true;
+  }
+  if (finished) {
+    s.decode_blocks -= std::min(s.decode_blocks, b.decode_blocks);
+    bookings_.erase(i);
+  }
+  return slot;
+}
+
+std::optional<uint32_t> placement::prefilled(uint64_t key) {
+  return unbook(key, false);
+}
+
+std::optional<uint32_t> placement::release(uint64_t key) {
+  return unbook(key, true);
+}
+
+slot_load placement::load(uint32_t slot) const {
+  const auto& s = slots_.at(slot);
+  return {s.worker_id, s.rank, s.prefill_tokens, s.decode_blocks};
+}
+
+} // namespace outrider::router

@@ -1,0 +1,154 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/indexer/prefix_index.hpp"
+#include "actors/router/worker_selector.hpp"
+#include "cluster/discovery.hpp"
+#include "cluster/kv/kv_event.hpp"
+
+namespace outrider::router {
+
+/// A request to place.
+struct route_request {
+  std::vector<uint32_t> tokens;
+  std::vector<std::string> exclude; // workers that already failed it
+  /// Which workers qualify: "prefill", "decode", or "" for every worker
+  /// that decodes (aggregated or decode).
+  std::string role;
+};
+
+/// Where it goes.
+struct route_decision {
+  bool ok = false;
+  /// Every candidate is above the queue threshold: ask again later.
+  bool busy = false;
+  std::string error;
+  uint64_t key = 0;  // for `release`
+  uint32_t slot = 0; // the chosen (worker, rank)
+  std::string worker_id;
+  std::string endpoint;        // the worker's relay
+  std::string engine_endpoint; // its engine (direct dispatch)
+  std::string protocol;        // the engine's: openengine or vllm
+  int rank = 0;
+  uint32_t overlap_blocks = 0;
+  uint32_t prompt_blocks = 0;
+  uint32_t block_size = 0;
+  /// The chosen rank's load before this request was booked.
+  uint64_t queued_prefill_tokens = 0;
+  uint64_t held_decode_blocks = 0;
+};
+
+/// A batch of a worker rank's KV events from its sidecar.
+struct worker_events {
+  std::string worker_id;
+  int rank = 0;
+  bool reset = false; // forget the rank first (a new subscription)
+  std::vector<kv::kv_event> events;
+};
+
+struct router_config {
+  std::string mode = "kv"; // kv, round-robin, random
+  selector_config selector;
+  std::string model; // empty: any; else workers must serve this model
+  /// Queued prefill tokens above which a rank counts as busy; when every
+  /// rank is, requests wait instead of piling on.
+  std::optional<double> queue_threshold;
+  /// How long a prefix just routed counts as cached on its rank before its
+  /// KV events arrive, and how many such blocks a rank may hold.
+  std::chrono::milliseconds prediction_ttl{5000};
+  size_t prediction_cap = 200000;
+};
+
+/// The load a (worker, rank) carries, as the router booked it.
+struct slot_load {
+  std::string worker_id;
+  int rank = 0;
+  uint64_t prefill_tokens = 0;
+  uint64_t decode_blocks = 0;
+};
+
+/// The router's placement, without actors: the worker set, the global KV
+/// index, predicted blocks and load books, and the choice of a rank per
+/// request (`--router-mode`). Time and randomness are injected so that
+/// tests are deterministic. Single-threaded: owned by the router actor.
+class placement {
+ public:
+  using clock = std::chrono::steady_clock;
+  using clock_fn = std::function<clock::time_point()>;
+
+  enum class join { joined, unchanged, refused_model, refused_block_size };
+
+  placement(router_config cfg, clock_fn now, uint64_t seed);
+
+  /// A worker's record appeared (or changed: a new instance replaces it).
+  join add_worker(const cluster::worker_record& r);
+  void remove_worker(const std::string& worker_id);
+  /// False when the worker or rank is unknown (the events are dropped).
+  bool apply_events(const worker_events& ev);
+
+  /// Picks a rank and books the request's load there.
+  route_decision place(const route_request& req);
+  /// The request's prompt is computed / it is done: its booking shrinks or
+  /// goes. The slot whose load changed, if any.
+  std::optional<uint32_t> prefilled(uint64_t key);
+  std::optional<uint32_t> release(uint64_t key);
+
+  slot_load load(uint32_t slot) const;
+  size_t slots() const { return slots_.size(); }
+  size_t index_entries() const { return index_.entries(); }
+  const router_config& config() const { return cfg_; }
+
+ private:
+  struct slot_info {
+    std::string worker_id;
+    std::string role;
+    std::string endpoint;
+    std::string engine_endpoint;
+    std::string protocol;
+    int rank = 0;
+    bool alive = false;
+    uint64_t prefill_tokens = 0;
+    uint64_t decode_blocks = 0;
+  };
+  struct booking {
+    uint32_t slot = 0;
+    uint64_t prefill_tokens = 0;
+    uint64_t decode_blocks = 0;
+    bool prefilled = false;
+  };
+
+  std::vector<candidate> candidates(const route_request& req) const;
+  size_t choose(std::vector<candidate>& cands, const std::vector<uint64_t>& seq,
+                const std::unordered_map<uint32_t, uint32_t>& overlap,
+                uint32_t prompt_blocks);
+  void predict(uint32_t slot, const std::vector<uint64_t>& seq);
+  std::optional<uint32_t> unbook(uint64_t key, bool finished);
+
+  router_config cfg_;
+  clock_fn now_;
+  std::mt19937_64 rng_;
+  uint32_t block_size_ = 0; // the first worker's; others must match
+  indexer::prefix_index index_;
+  std::map<std::string, cluster::worker_record> workers_;
+  std::map<std::string, std::vector<uint32_t>> worker_slots_;
+  std::vector<slot_info> slots_;
+  // Blocks a rank will hold once the requests just routed there are
+  // prefilled: counted before their events arrive, so that a burst sharing
+  // a prefix is not scattered. Entries expire.
+  std::vector<std::unordered_map<uint64_t, clock::time_point>> predicted_;
+  std::unordered_map<uint64_t, booking> bookings_;
+  uint64_t next_key_ = 1;
+  uint64_t round_robin_ = 0;
+};
+
+} // namespace outrider::router

@@ -1,0 +1,171 @@
+#include "actors/router/placement.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace outrider;
+using namespace outrider::router;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A clock the test moves by hand.
+struct manual_clock {
+  placement::clock::time_point t{};
+  placement::clock_fn fn() {
+    return [this] { return t; };
+  }
+};
+
+cluster::worker_record worker(const std::string& id) {
+  cluster::worker_record r;
+  r.worker_id = id;
+  r.instance_id = "i-" + id;
+  r.model = "m";
+  r.relay_endpoint = id + ":1";
+  r.kv_block_size = 4;
+  r.data_parallel_size = 1;
+  return r;
+}
+
+std::vector<uint32_t> prompt(uint32_t base, size_t n = 16) {
+  std::vector<uint32_t> t(n);
+  for (size_t i = 0; i < n; ++i)
+    t[i] = base + static_cast<uint32_t>(i);
+  return t;
+}
+
+route_decision place(placement& p, std::vector<uint32_t> tokens) {
+  route_request req;
+  req.tokens = std::move(tokens);
+  return p.place(req);
+}
+
+router_config mode(std::string m) {
+  router_config c;
+  c.mode = std::move(m);
+  return c;
+}
+
+} // namespace
+
+TEST_CASE("placement: the same seed places the same way", "[placement]") {
+  manual_clock clk;
+  auto run = [&](uint64_t seed) {
+    placement p{mode("random"), clk.fn(), seed};
+    for (auto id : {"a", "b", "c", "d"})
+      p.add_worker(worker(id));
+    std::vector<std::string> picks;
+    for (uint32_t i = 0; i < 32; ++i) {
+      auto d = place(p, prompt(i * 100));
+      REQUIRE(d.ok);
+      picks.push_back(d.worker_id);
+      p.release(d.key);
+    }
+    return picks;
+  };
+  CHECK(run(7) == run(7));
+  CHECK(run(7) != run(8));
+}
+
+TEST_CASE("placement: predicted blocks hold a prefix until they expire",
+          "[placement]") {
+  manual_clock clk;
+  auto cfg = mode("kv");
+  cfg.prediction_ttl = 5s;
+  placement p{cfg, clk.fn(), 1};
+  p.add_worker(worker("a"));
+  p.add_worker(worker("b"));
+  auto first = place(p, prompt(0));
+  REQUIRE(first.ok);
+  CHECK(first.prompt_blocks == 4);
+  CHECK(first.overlap_blocks == 0); // the index knows nothing yet
+  p.prefilled(first.key);
+  // Before any KV event: the prediction makes the same rank the cheapest
+  // (its decode blocks are shared, the other rank would prefill all).
+  clk.t += 4s;
+  auto again = place(p, prompt(0));
+  CHECK(again.worker_id == first.worker_id);
+  p.release(again.key);
+  // Past the lifetime (counted from the last placement) the prediction is
+  // gone; the first request still holds its blocks there, so the other rank
+  // is cheaper now.
+  clk.t += 4s;
+  CHECK(place(p, prompt(0)).worker_id == first.worker_id); // refreshed at 4s
+  clk.t += 6s;
+  auto later = place(p, prompt(0));
+  CHECK(later.worker_id != first.worker_id);
+}
+
+TEST_CASE("placement: KV events make the index win over an idle rank",
+          "[placement]") {
+  manual_clock clk;
+  placement p{mode("kv"), clk.fn(), 3};
+  p.add_worker(worker("a"));
+  p.add_worker(worker("b"));
+  // b reports the prompt's blocks as stored.
+  auto tokens = prompt(500);
+  worker_events ev;
+  ev.worker_id = "b";
+  kv::block_stored stored;
+  stored.block_size = 4;
+  stored.token_ids = tokens;
+  for (uint64_t i = 0; i < 4; ++i)
+    stored.block_hashes.push_back(1000 + i);
+  ev.events.emplace_back(stored);
+  REQUIRE(p.apply_events(ev));
+  auto d = place(p, tokens);
+  CHECK(d.worker_id == "b");
+  CHECK(d.overlap_blocks == 4);
+  // Unknown workers and ranks are refused, not applied.
+  ev.worker_id = "zz";
+  CHECK_FALSE(p.apply_events(ev));
+  ev.worker_id = "b";
+  ev.rank = 3;
+  CHECK_FALSE(p.apply_events(ev));
+}
+
+TEST_CASE("placement: every rank above the queue threshold means wait",
+          "[placement]") {
+  manual_clock clk;
+  auto cfg = mode("round-robin");
+  cfg.queue_threshold = 10;
+  placement p{cfg, clk.fn(), 1};
+  p.add_worker(worker("a"));
+  p.add_worker(worker("b"));
+  auto d1 = place(p, prompt(0));
+  auto d2 = place(p, prompt(100));
+  REQUIRE(d1.ok);
+  REQUIRE(d2.ok);
+  CHECK(d1.worker_id != d2.worker_id);
+  auto d3 = place(p, prompt(200));
+  CHECK_FALSE(d3.ok);
+  CHECK(d3.busy);
+  // One prompt computed: its rank takes work again.
+  auto slot = p.prefilled(d1.key);
+  REQUIRE(slot);
+  CHECK(p.load(*slot).prefill_tokens == 0);
+  CHECK(p.load(*slot).decode_blocks == 4);
+  auto d4 = place(p, prompt(300));
+  REQUIRE(d4.ok);
+  CHECK(d4.worker_id == d1.worker_id);
+  p.release(d1.key);
+  CHECK(p.load(*slot).decode_blocks == 4); // d4's
+}
+
+TEST_CASE("placement: workers of another model or block size are refused",
+          "[placement]") {
+  manual_clock clk;
+  auto cfg = mode("kv");
+  cfg.model = "m";
+  placement p{cfg, clk.fn(), 1};
+  CHECK(p.add_worker(worker("a")) == placement::join::joined);
+  CHECK(p.add_worker(worker("a")) == placement::join::unchanged);
+  auto other = worker("b");
+  other.model = "x";
+  CHECK(p.add_worker(other) == placement::join::refused_model);
+  other = worker("c");
+  other.kv_block_size = 16;
+  CHECK(p.add_worker(other) == placement::join::refused_block_size);
+  p.remove_worker("a");
+  CHECK_FALSE(place(p, prompt(0)).ok);
+}

@@ -1,0 +1,54 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace outrider::engine {
+
+/// What the sidecar needs to know about its engine.
+struct engine_info {
+  std::string instance_id;
+  std::string model;
+  std::string role = "aggregated";
+  uint32_t kv_block_size = 0;
+  uint64_t total_kv_blocks = 0;
+  uint32_t data_parallel_size = 1;
+  std::string protocol; // the one that answered: openengine or vllm
+};
+
+/// One rank's KV event source, with connectable addresses.
+struct kv_source {
+  int rank = 0;
+  std::string endpoint;        // tcp://host:port
+  std::string replay_endpoint; // empty: no replay
+  std::string topic;
+};
+
+/// Engine health as seen through `grpc.health.v1` Watch. The first four
+/// values are the protocol's ServingStatus; `unreachable` means the Watch
+/// stream could not be opened or dropped.
+enum class engine_health : int32_t {
+  unknown = 0,
+  serving = 1,
+  not_serving = 2,
+  service_unknown = 3,
+  unreachable = -1,
+};
+
+constexpr const char* to_string(engine_health h) {
+  switch (h) {
+  case engine_health::unknown:
+    return "unknown";
+  case engine_health::serving:
+    return "serving";
+  case engine_health::not_serving:
+    return "not_serving";
+  case engine_health::service_unknown:
+    return "service_unknown";
+  case engine_health::unreachable:
+    return "unreachable";
+  }
+  return "invalid";
+}
+
+} // namespace outrider::engine
