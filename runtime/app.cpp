@@ -22,6 +22,39 @@ caf::behavior hang_on_shutdown(caf::event_based_actor* self) {
   return {[](caf::ok_atom) {}};
 }
 
+// POST /debug/crash?child=NAME: the supervisor kills that child.
+void add_crash_route(status_server& status, caf::actor_system& sys,
+                     caf::actor sup) {
+  spdlog::warn("debug: /debug/crash is enabled; never on a public network");
+  status.add_route(
+    "/debug/crash",
+    [&sys, sup](const http_request& req) {
+      http_response r;
+      auto at = req.target.find("child=");
+      if (req.method != "POST" || at == std::string::npos) {
+        r.status = 400;
+        r.body = "POST /debug/crash?child=NAME\n";
+        return r;
+      }
+      auto name = req.target.substr(at + 6);
+      name = name.substr(0, name.find('&'));
+      caf::scoped_actor self{sys};
+      r.status = 504;
+      self->request(sup, std::chrono::seconds{2}, crash_atom::value, name)
+        .receive(
+          [&](bool running) {
+            r.status = running ? 200 : 409;
+            r.body = running ? "killed " + name + "\n" : name + " is down\n";
+          },
+          [&](caf::error& e) {
+            r.status = 404;
+            r.body = sys.render(e) + "\n";
+          });
+      return r;
+    },
+    /*any_method=*/true);
+}
+
 } // namespace
 
 void process_control::request_exit(int code, const std::string& reason) {
@@ -93,6 +126,8 @@ int run_process(const options& opts, const role_builder& build) {
                             return s.spawn(hang_on_shutdown);
                           }});
     auto sup = spawn_supervisor(sys, policy_from(opts), std::move(children));
+    if (opts.get_bool("debug-crash-endpoint"))
+      add_crash_route(status, sys, sup);
     sup->attach_functor([control](const caf::error& reason) {
       if (!is_normal_exit(reason))
         control->request_exit(1, "supervisor gave up");

@@ -164,6 +164,10 @@ std::vector<option_spec> make_specs() {
          "debugging: add an actor that never stops, to exercise "
          "--shutdown-timeout",
          "--debug-hang-on-shutdown", {}, 0, 0, true),
+    make("debug-crash-endpoint", ot::boolean, "false",
+         "debugging: POST /debug/crash?child=NAME on the status server kills "
+         "that supervised actor (fault tests)",
+         "--debug-crash-endpoint", {}, 0, 0, true),
   };
 }
 

@@ -49,21 +49,24 @@ std::string status_server::start(const std::string& host, uint16_t port) {
 }
 
 void status_server::add_route(
-  const std::string& path,
-  std::function<http_response(const http_request&)> h) {
+  const std::string& path, std::function<http_response(const http_request&)> h,
+  bool any_method) {
   std::lock_guard<std::mutex> guard{routes_mtx_};
-  routes_[path] = std::move(h);
+  routes_[path] = {std::move(h), any_method};
 }
 
 http_response status_server::handle(const http_request& req) {
   requests_.inc();
   http_response r;
   std::function<http_response(const http_request&)> extra;
+  bool any_method = false;
   {
     std::lock_guard<std::mutex> guard{routes_mtx_};
     if (auto i = routes_.find(req.path); i != routes_.end())
-      extra = i->second;
+      std::tie(extra, any_method) = i->second;
   }
+  if (extra && any_method)
+    return extra(req);
   auto known = req.path == "/live" || req.path == "/ready" ||
                req.path == "/health" || req.path == "/metrics" || extra;
   if (!known) {

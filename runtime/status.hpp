@@ -57,8 +57,10 @@ class status_server {
 
   /// Serves `path` with `h` as well (any time, from any thread). The
   /// handler runs on the server's thread and must answer within a second.
+  /// Only GET and HEAD reach it, unless `any_method`.
   void add_route(const std::string& path,
-                 std::function<http_response(const http_request&)> h);
+                 std::function<http_response(const http_request&)> h,
+                 bool any_method = false);
 
   /// Routes one request; public for unit tests.
   http_response handle(const http_request& req);
@@ -68,7 +70,8 @@ class status_server {
   metrics_registry& metrics_;
   counter& requests_;
   std::mutex routes_mtx_;
-  std::map<std::string, std::function<http_response(const http_request&)>>
+  std::map<std::string,
+           std::pair<std::function<http_response(const http_request&)>, bool>>
     routes_; // guarded by routes_mtx_
   http_server http_;
 };

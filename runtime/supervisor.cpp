@@ -153,6 +153,16 @@ caf::behavior supervisor(supervisor_actor* self, supervisor_policy policy,
       c->restarts += 1;
       start_child(self, *c);
     },
+    [=](crash_atom, const std::string& name) -> caf::result<bool> {
+      auto* c = self->state.find(name);
+      if (!c)
+        return make_error(errc::unknown_child);
+      if (!c->handle)
+        return false;
+      spdlog::warn("supervisor: killing {} as asked (fault test)", name);
+      self->send_exit(c->handle, caf::exit_reason::kill);
+      return true;
+    },
     [=](stats_atom,
         const std::string& name) -> caf::result<uint64_t, caf::timespan, bool> {
       auto* c = self->state.find(name);

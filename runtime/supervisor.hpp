@@ -12,6 +12,7 @@ namespace outrider::runtime {
 using route_atom = caf::atom_constant<caf::atom("route")>;
 using restart_atom = caf::atom_constant<caf::atom("restart")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using crash_atom = caf::atom_constant<caf::atom("crash")>;
 
 /// How a supervisor restarts its children.
 struct supervisor_policy {
@@ -38,6 +39,8 @@ struct child_spec {
 ///   incarnation of child `name` (the child replies to the original sender);
 ///   errors `unknown_child` or `child_unavailable` while it is restarting.
 /// - `(stats_atom, name)` replies `(restarts, next_backoff, running)`.
+/// - `(crash_atom, name)` kills child `name` as a crash would (fault
+///   tests); replies whether it was running.
 /// - An exit message stops the children in reverse order, one after the
 ///   other, then the supervisor itself.
 caf::actor spawn_supervisor(caf::actor_system& sys, supervisor_policy policy,

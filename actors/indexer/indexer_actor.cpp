@@ -14,11 +14,6 @@ constexpr uint64_t compaction_interval = 10000; // batches per rank
 
 struct indexer_state {
   indexer_state() = default;
-  ~indexer_state() {
-    if (sys)
-      sys->registry().erase(caf::atom("indexer"));
-  }
-  caf::actor_system* sys = nullptr;
   indexer_config cfg;
   index_store store;
   local_index index;
@@ -70,7 +65,6 @@ indexer_actor::behavior_type behavior(self_ptr self);
 
 indexer_actor::behavior_type indexer(self_ptr self, indexer_config cfg) {
   auto& st = self->state;
-  st.sys = &self->system();
   st.cfg = std::move(cfg);
   if (auto err = st.store.open(st.cfg.data_dir); !err.empty()) {
     // The supervisor restarts us with backoff and gives up eventually.
@@ -90,8 +84,6 @@ indexer_actor::behavior_type indexer(self_ptr self, indexer_config cfg) {
                               "KV event batches applied and persisted");
   st.stale = &m.get_counter("outrider_kv_batches_out_of_order_total",
                             "Batches refused because of their sequence");
-  self->system().registry().put(caf::atom("indexer"),
-                                caf::actor_cast<caf::strong_actor_ptr>(self));
   return behavior(self);
 }
 
@@ -200,11 +192,6 @@ indexer_actor::behavior_type behavior(self_ptr self) {
 
 indexer_actor spawn_indexer(caf::actor_system& sys, indexer_config cfg) {
   return sys.spawn(indexer, std::move(cfg));
-}
-
-indexer_actor current_indexer(caf::actor_system& sys) {
-  return caf::actor_cast<indexer_actor>(
-    sys.registry().get(caf::atom("indexer")));
 }
 
 } // namespace outrider::indexer

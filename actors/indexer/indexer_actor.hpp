@@ -68,12 +68,9 @@ struct indexer_config {
   std::shared_ptr<kv_listener> listener; // may be null
 };
 
-/// Spawns the indexer; it registers itself as "indexer" in the actor
-/// registry. Fails (exits with an error) when the store cannot be opened.
+/// Spawns the indexer. Fails (exits with an error) when the store cannot be
+/// opened.
 indexer_actor spawn_indexer(caf::actor_system& sys, indexer_config cfg);
-
-/// The current indexer, looked up in the registry (null while restarting).
-indexer_actor current_indexer(caf::actor_system& sys);
 
 } // namespace outrider::indexer
 

@@ -19,10 +19,7 @@ struct registrar_state {
     }
     if (gauge)
       gauge->set(0);
-    if (sys)
-      sys->registry().erase(caf::atom("registrar"));
   }
-  caf::actor_system* sys = nullptr;
   std::shared_ptr<cluster::discovery> disc;
   std::chrono::milliseconds ttl{10000};
   std::string worker_id; // ours, known before the first registration
@@ -41,13 +38,10 @@ registrar_actor::behavior_type registrar(self_ptr self,
                                          std::string worker_id) {
   auto& st = self->state;
   st.worker_id = std::move(worker_id);
-  st.sys = &self->system();
   st.disc = std::move(d);
   st.ttl = ttl;
   st.gauge = &runtime::global_metrics().get_gauge(
     "outrider_registered", "1 while this worker's record is published");
-  self->system().registry().put(caf::atom("registrar"),
-                                caf::actor_cast<caf::strong_actor_ptr>(self));
   return {
     [=](register_atom, const cluster::worker_record& r) -> bool {
       auto& st = self->state;
@@ -102,11 +96,6 @@ registrar_actor spawn_registrar(caf::actor_system& sys,
                                 std::chrono::milliseconds ttl,
                                 std::string worker_id) {
   return sys.spawn(registrar, std::move(disc), ttl, std::move(worker_id));
-}
-
-registrar_actor current_registrar(caf::actor_system& sys) {
-  return caf::actor_cast<registrar_actor>(
-    sys.registry().get(caf::atom("registrar")));
 }
 
 } // namespace outrider::registrar

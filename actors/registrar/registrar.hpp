@@ -18,7 +18,6 @@ using registered_atom = caf::atom_constant<caf::atom("registered")>;
 /// (every TTL/3); withdraws it on `deregister` (also a record with our
 /// worker id that a crashed predecessor left) and when the actor stops.
 /// `register` answers whether the record was written.
-/// Registers itself as "registrar" in the actor registry.
 using registrar_actor = caf::typed_actor<
   caf::replies_to<register_atom, cluster::worker_record>::with<bool>,
   caf::reacts_to<deregister_atom>, caf::reacts_to<keepalive_atom, uint64_t>,
@@ -28,8 +27,5 @@ registrar_actor spawn_registrar(caf::actor_system& sys,
                                 std::shared_ptr<cluster::discovery> disc,
                                 std::chrono::milliseconds ttl,
                                 std::string worker_id);
-
-/// The current registrar from the registry (null while restarting).
-registrar_actor current_registrar(caf::actor_system& sys);
 
 } // namespace outrider::registrar

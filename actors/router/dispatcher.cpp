@@ -30,7 +30,8 @@ struct dispatcher::kv_session_ref {
   oe::KvSessionRef ref;
 };
 
-dispatcher::dispatcher(caf::actor_system& sys, kv_router_actor router,
+dispatcher::dispatcher(caf::actor_system& sys,
+                       runtime::slot_ptr<kv_router_actor> router,
                        int migration_limit, std::optional<disagg_config> disagg,
                        std::optional<double> queue_threshold, bool direct)
   : sys_(sys), router_(std::move(router)), migration_limit_(migration_limit),
@@ -38,14 +39,32 @@ dispatcher::dispatcher(caf::actor_system& sys, kv_router_actor router,
     direct_(direct) {}
 
 route_decision dispatcher::place(std::shared_ptr<route_request> req) {
-  route_decision d;
-  caf::scoped_actor self{sys_};
-  self
-    ->request(router_, std::chrono::seconds{5}, place_atom::value,
-              std::shared_ptr<const route_request>{std::move(req)})
-    .receive([&](route_decision& r) { d = std::move(r); },
-             [&](caf::error& e) { d.error = sys_.render(e); });
-  return d;
+  std::shared_ptr<const route_request> creq{std::move(req)};
+  // While the supervisor restarts the router actor (it does not answer, or
+  // it does not know the workers yet), wait a little rather than fail.
+  auto deadline = clock_type::now() + std::chrono::seconds{3};
+  for (;;) {
+    auto generation = router_->generation();
+    route_decision d;
+    bool down = false;
+    caf::scoped_actor self{sys_};
+    self
+      ->request(router_->get(), std::chrono::seconds{5}, place_atom::value,
+                creq)
+      .receive([&](route_decision& r) { d = std::move(r); },
+               [&](caf::error& e) {
+                 d.error = sys_.render(e);
+                 down = true;
+               });
+    if (d.ok)
+      placed_generation_ = generation;
+    auto settled = placed_generation_.load();
+    bool restarting =
+      down || (!d.ok && !d.busy && settled != 0 && settled != generation);
+    if (!restarting || clock_type::now() >= deadline)
+      return d;
+    std::this_thread::sleep_for(std::chrono::milliseconds{20});
+  }
 }
 
 std::shared_ptr<dispatcher::kv_session_ref>
@@ -73,7 +92,7 @@ dispatcher::maybe_remote_prefill(const std::vector<uint32_t>& tokens,
   in.decode_blocks = static_cast<double>(d.held_decode_blocks);
   auto decision = decide(*disagg_, in, queue_threshold_);
   if (decision == disagg_decision::local_prefill) {
-    caf::anon_send(router_, release_atom::value, p.key);
+    caf::anon_send(router_->get(), release_atom::value, p.key);
     count("local_prefill");
     return nullptr;
   }
@@ -94,7 +113,7 @@ dispatcher::maybe_remote_prefill(const std::vector<uint32_t>& tokens,
       ready = true;
     }
   auto st = reader->Finish();
-  caf::anon_send(router_, release_atom::value, p.key);
+  caf::anon_send(router_->get(), release_atom::value, p.key);
   if (!st.ok() || !ready) {
     // The decode worker prefills it itself instead.
     count("prefill_failed");
@@ -209,7 +228,7 @@ generate_outcome dispatcher::generate(
           last_token = now;
           if (!prefilled) {
             prefilled = true;
-            caf::anon_send(router_, prefilled_atom::value, d.key);
+            caf::anon_send(router_->get(), prefilled_atom::value, d.key);
           }
           out.tokens.insert(out.tokens.end(), chunk.begin(), chunk.end());
           return on_tokens(chunk);
@@ -225,7 +244,7 @@ generate_outcome dispatcher::generate(
       });
     auto st = result.status;
     bool cancelled = result.cancelled;
-    caf::anon_send(router_, release_atom::value, d.key);
+    caf::anon_send(router_->get(), release_atom::value, d.key);
     if (cancelled && direct_) {
       // Engines keep generating for a dropped stream: abort it (the relay
       // does this itself in relay mode).

@@ -11,6 +11,7 @@
 
 #include "actors/router/disagg_policy.hpp"
 #include "actors/router/kv_router.hpp"
+#include "runtime/actor_slot.hpp"
 
 namespace grpc {
 class Channel;
@@ -49,7 +50,7 @@ struct generate_outcome {
 /// prefill worker when the policy says so (the KV session travels along).
 class dispatcher {
  public:
-  dispatcher(caf::actor_system& sys, kv_router_actor router,
+  dispatcher(caf::actor_system& sys, runtime::slot_ptr<kv_router_actor> router,
              int migration_limit,
              std::optional<disagg_config> disagg = std::nullopt,
              std::optional<double> queue_threshold = std::nullopt,
@@ -73,12 +74,14 @@ class dispatcher {
                        const route_decision& d);
 
   caf::actor_system& sys_;
-  kv_router_actor router_;
+  runtime::slot_ptr<kv_router_actor> router_; // the current incarnation
   int migration_limit_;
   std::optional<disagg_config> disagg_;
   std::optional<double> queue_threshold_;
   bool direct_ = false; // --dispatch direct: straight to the engines
   std::atomic<uint64_t> next_id_{0};
+  // The router actor's generation that last placed a request.
+  std::atomic<uint64_t> placed_generation_{0};
   std::mutex mtx_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_; // mtx_
 };

@@ -40,7 +40,9 @@ struct router_parts {
   std::unique_ptr<dispatcher> dispatch;
   std::unique_ptr<http_frontend> frontend;
   std::unique_ptr<grpc_frontend> grpc;
-  kv_router_actor brain;
+  runtime::slot_ptr<kv_router_actor> brain =
+    std::make_shared<runtime::actor_slot<kv_router_actor>>();
+  router_config config;
   std::mutex models_mtx;
   std::vector<std::string> models;
   std::chrono::steady_clock::time_point models_at{};
@@ -62,7 +64,7 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
   rc.model = o.get_string("served-model");
   if (o.get_number("router-queue-threshold") > 0)
     rc.queue_threshold = o.get_number("router-queue-threshold");
-  parts->brain = spawn_kv_router(ctx.sys, rc);
+  parts->config = rc;
   parts->watcher = std::make_unique<worker_watcher>(parts->disc, parts->brain);
   std::optional<disagg_config> disagg;
   if (o.get_bool("router-conditional-disagg"))
@@ -125,16 +127,24 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
     if (parts->grpc)
       parts->grpc->stop();
     parts->watcher.reset();
-    caf::anon_send_exit(parts->brain, caf::exit_reason::user_shutdown);
   });
   return parts;
+}
+
+// The router actor under the supervisor; every incarnation is published in
+// the slot the watcher and the dispatcher use.
+runtime::child_spec router_child(const std::shared_ptr<router_parts>& parts) {
+  return runtime::supervised("kv_router", parts->brain,
+                             [cfg = parts->config](caf::actor_system& sys) {
+                               return spawn_kv_router(sys, cfg);
+                             });
 }
 
 } // namespace
 
 std::vector<runtime::child_spec> router_children(runtime::role_context& ctx) {
-  start_router(ctx, ctx.opts.get_string("discovery-dir"));
-  return {};
+  auto parts = start_router(ctx, ctx.opts.get_string("discovery-dir"));
+  return {router_child(parts)};
 }
 
 // `--role all`: simulated engines and their sidecars as child processes,
@@ -200,7 +210,7 @@ std::vector<runtime::child_spec> all_children(runtime::role_context& ctx) {
     if (demo->joinable())
       demo->join();
   });
-  return {};
+  return {router_child(parts)};
 }
 
 } // namespace outrider::router

@@ -29,7 +29,7 @@ struct worker_watcher::subscription {
       thread.join();
   }
 
-  void run(std::string endpoint, kv_router_actor router) {
+  void run(std::string endpoint, runtime::slot_ptr<kv_router_actor> router) {
     auto channel =
       grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
     auto stub = oe::Control::NewStub(channel);
@@ -65,7 +65,7 @@ struct worker_watcher::subscription {
           else
             bad.inc();
         }
-        caf::anon_send(router, kv_events_atom::value,
+        caf::anon_send(router->get(), kv_events_atom::value,
                        std::shared_ptr<const worker_events>{std::move(ev)});
       }
       reader->Finish();
@@ -77,7 +77,7 @@ struct worker_watcher::subscription {
 };
 
 worker_watcher::worker_watcher(std::shared_ptr<cluster::discovery> disc,
-                               kv_router_actor router)
+                               runtime::slot_ptr<kv_router_actor> router)
   : disc_(std::move(disc)), router_(std::move(router)) {
   thread_ = std::thread([this] { run(); });
 }
@@ -96,6 +96,23 @@ void worker_watcher::run() {
     "outrider_discovery_invalid_records_total",
     "Malformed worker records skipped");
   while (!stopping_) {
+    if (!router_->get()) {
+      // The supervisor has not started the router actor yet.
+      std::this_thread::sleep_for(std::chrono::milliseconds{5});
+      continue;
+    }
+    if (auto g = router_->generation(); g != generation_) {
+      // A new router actor knows nothing: tell it everything again.
+      if (generation_ != 0)
+        spdlog::info("router: the router actor restarted; rebuilding its "
+                     "worker set and index from {} worker(s)",
+                     known_.size());
+      generation_ = g;
+      for (auto& [id, s] : subs_)
+        s->stop();
+      subs_.clear();
+      known_.clear();
+    }
     size_t invalid = 0;
     auto records = disc_->list(&invalid);
     invalid_records.inc(invalid);
@@ -108,7 +125,7 @@ void worker_watcher::run() {
           i->second.relay_endpoint == r.relay_endpoint)
         continue;
       // Gone, or replaced by another engine instance.
-      caf::anon_send(router_, worker_down_atom::value, id);
+      caf::anon_send(router_->get(), worker_down_atom::value, id);
       if (auto s = subs_.find(id); s != subs_.end()) {
         s->second->stop();
         subs_.erase(s);
@@ -119,7 +136,7 @@ void worker_watcher::run() {
       if (k != known_.end() && k->second.instance_id == r.instance_id &&
           k->second.relay_endpoint == r.relay_endpoint)
         continue;
-      caf::anon_send(router_, worker_up_atom::value, r);
+      caf::anon_send(router_->get(), worker_up_atom::value, r);
       auto sub = std::make_unique<subscription>();
       sub->worker_id = id;
       auto* raw = sub.get();

@@ -9,6 +9,7 @@
 
 #include "actors/router/kv_router.hpp"
 #include "cluster/discovery.hpp"
+#include "runtime/actor_slot.hpp"
 
 namespace outrider::router {
 
@@ -16,11 +17,14 @@ namespace outrider::router {
 /// tells the router which workers exist (a worker is routable only while
 /// its record does) and, per worker, subscribes to its sidecar's
 /// `SubscribeKvEvents` (snapshot, then live; on a broken stream it
-/// resubscribes with a snapshot). Everything goes to the router actor.
+/// resubscribes with a snapshot). Everything goes to the router actor's
+/// current incarnation; when the supervisor restarts it, the watcher tells
+/// the new one every worker again and resubscribes with snapshots, so its
+/// index is rebuilt from the sidecars.
 class worker_watcher {
  public:
   worker_watcher(std::shared_ptr<cluster::discovery> disc,
-                 kv_router_actor router);
+                 runtime::slot_ptr<kv_router_actor> router);
   ~worker_watcher(); // stops every thread
 
   worker_watcher(const worker_watcher&) = delete;
@@ -31,7 +35,8 @@ class worker_watcher {
   void run();
 
   std::shared_ptr<cluster::discovery> disc_;
-  kv_router_actor router_;
+  runtime::slot_ptr<kv_router_actor> router_;
+  uint64_t generation_ = 0; // of the router actor we told
   std::atomic<bool> stopping_{false};
   std::map<std::string, cluster::worker_record> known_;
   std::map<std::string, std::unique_ptr<subscription>> subs_;

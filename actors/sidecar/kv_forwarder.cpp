@@ -116,7 +116,7 @@ void apply(self_ptr self, uint64_t seq, const std::string& payload) {
   st.counter("outrider_kv_batches_received_total",
              "KV event batches received from the engine")
     .inc();
-  if (auto idx = indexer::current_indexer(self->system()))
+  if (auto idx = st.cfg.indexer->get())
     self->send(idx, indexer::apply_atom::value,
                std::shared_ptr<const indexer::kv_batch>{std::move(b)});
 }
@@ -146,7 +146,7 @@ void catch_up(self_ptr self, uint64_t upto_hint) {
     spdlog::warn("kv_forwarder[{}]: history {}..{} is gone; resetting the "
                  "rank",
                  st.cfg.source.rank, plan.lost_from, plan.resume - 1);
-    if (auto idx = indexer::current_indexer(self->system()))
+    if (auto idx = st.cfg.indexer->get())
       self->send(idx, indexer::reset_rank_atom::value,
                  int32_t{st.cfg.source.rank}, plan.resume);
     caf::anon_send(st.cfg.parent, kv_gap_atom::value,

@@ -8,6 +8,7 @@
 
 #include "actors/indexer/indexer_actor.hpp"
 #include "cluster/engine/engine_adapter.hpp"
+#include "runtime/actor_slot.hpp"
 
 namespace zmq {
 class context_t;
@@ -34,6 +35,7 @@ struct forwarder_config {
   engine::kv_source source;
   uint64_t next_seq = 0;
   caf::actor parent;
+  runtime::slot_ptr<indexer::indexer_actor> indexer;
   std::shared_ptr<zmq::context_t> zmq;
 };
 

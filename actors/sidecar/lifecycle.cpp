@@ -33,6 +33,7 @@ struct lifecycle_state {
   std::unique_ptr<engine::health_watch> watch; // stopped in the destructor
   runtime::gauge* serving_gauge = nullptr;
   runtime::counter* transitions = nullptr;
+  uint64_t registrar_generation = 0; // of the registrar we registered with
   static inline const char* name = "lifecycle";
 };
 
@@ -61,7 +62,7 @@ void exec(self_ptr self, const cmd::identify& c) {
 }
 
 void exec(self_ptr self, const cmd::check_instance& c) {
-  auto idx = indexer::current_indexer(self->system());
+  auto idx = self->state.cfg.indexer->get();
   auto attempt = c.attempt;
   if (!idx) {
     run(self, self->state.machine->on_instance_check_failed(attempt));
@@ -81,7 +82,7 @@ void exec(self_ptr self, const cmd::check_instance& c) {
 }
 
 void exec(self_ptr self, const cmd::ask_next_seq& c) {
-  auto idx = indexer::current_indexer(self->system());
+  auto idx = self->state.cfg.indexer->get();
   if (!idx)
     return;
   auto attempt = c.attempt;
@@ -105,6 +106,7 @@ void exec(self_ptr self, const cmd::start_forwarder& c) {
   fc.next_seq = c.next_seq;
   fc.parent = caf::actor_cast<caf::actor>(self);
   fc.zmq = st.cfg.zmq;
+  fc.indexer = st.cfg.indexer;
   if (auto i = st.forwarders.find(c.source.rank); i != st.forwarders.end())
     self->send_exit(i->second, caf::exit_reason::user_shutdown);
   auto f = spawn_kv_forwarder(self->system(), fc);
@@ -120,7 +122,7 @@ void exec(self_ptr self, const cmd::stop_forwarders&) {
 }
 
 void exec(self_ptr self, const cmd::register_worker& c) {
-  auto reg = registrar::current_registrar(self->system());
+  auto reg = self->state.cfg.registrar->get();
   if (!reg) {
     self->state.cfg.health->set_ready(false);
     return;
@@ -139,7 +141,7 @@ void exec(self_ptr self, const cmd::register_worker& c) {
 }
 
 void exec(self_ptr self, const cmd::deregister&) {
-  if (auto reg = registrar::current_registrar(self->system()))
+  if (auto reg = self->state.cfg.registrar->get())
     self->send(reg, registrar::deregister_atom::value);
 }
 
@@ -203,6 +205,8 @@ lifecycle_actor::behavior_type lifecycle(self_ptr self, lifecycle_config cfg) {
                        detail);
     });
   self->delayed_send(self, st.cfg.startup_deadline, deadline_atom::value);
+  st.registrar_generation = st.cfg.registrar->generation();
+  self->send(self, tick_atom::value);
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
     for (auto i = st.forwarders.begin(); i != st.forwarders.end(); ++i)
@@ -241,6 +245,17 @@ lifecycle_actor::behavior_type lifecycle(self_ptr self, lifecycle_config cfg) {
     },
     [=](deadline_atom) { run(self, self->state.machine->on_deadline()); },
     [=](stopping_atom) { run(self, self->state.machine->on_stopping()); },
+    [=](tick_atom) {
+      // A restarted registrar starts without our record.
+      auto& st = self->state;
+      if (auto g = st.cfg.registrar->generation();
+          g != st.registrar_generation) {
+        st.registrar_generation = g;
+        run(self, st.machine->on_registrar_restarted());
+      }
+      self->delayed_send(self, std::chrono::milliseconds{250},
+                         tick_atom::value);
+    },
   };
 }
 

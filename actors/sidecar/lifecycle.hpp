@@ -8,8 +8,10 @@
 #include <caf/all.hpp>
 
 #include "actors/indexer/indexer_actor.hpp"
+#include "actors/registrar/registrar.hpp"
 #include "actors/sidecar/kv_forwarder.hpp"
 #include "cluster/engine/engine_adapter.hpp"
+#include "runtime/actor_slot.hpp"
 #include "runtime/status.hpp"
 
 namespace zmq {
@@ -23,6 +25,7 @@ using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 using identify_atom = caf::atom_constant<caf::atom("identify")>;
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using stopping_atom = caf::atom_constant<caf::atom("stopping")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
 
 /// What the engine said about itself, or why it could not.
 struct identity_result {
@@ -40,7 +43,8 @@ using lifecycle_actor = caf::typed_actor<
   caf::reacts_to<engine_status_atom, int32_t, std::string>,
   caf::reacts_to<deadline_atom>, caf::reacts_to<retry_atom, uint64_t>,
   caf::reacts_to<caught_up_atom, int32_t>, caf::reacts_to<kv_gap_atom, int32_t>,
-  caf::reacts_to<identity_result, uint64_t>, caf::reacts_to<stopping_atom>>;
+  caf::reacts_to<identity_result, uint64_t>, caf::reacts_to<stopping_atom>,
+  caf::reacts_to<tick_atom>>;
 
 struct lifecycle_config {
   std::string engine_endpoint;
@@ -50,6 +54,8 @@ struct lifecycle_config {
   std::string relay_endpoint;
   bool shutdown_engine_on_gap = false; // --on-kv-gap shutdown-engine
   std::shared_ptr<runtime::health_state> health;
+  runtime::slot_ptr<indexer::indexer_actor> indexer;
+  runtime::slot_ptr<registrar::registrar_actor> registrar;
   std::shared_ptr<zmq::context_t> zmq;
   /// Asks the process to exit (a missed startup deadline).
   std::function<void(int, const std::string&)> request_exit;

@@ -214,6 +214,15 @@ lifecycle_commands lifecycle_machine::on_deadline() {
   return out;
 }
 
+lifecycle_commands lifecycle_machine::on_registrar_restarted() {
+  lifecycle_commands out;
+  if (wants_registration()) {
+    spdlog::warn("sidecar: the registrar restarted; registering again");
+    reconcile(out);
+  }
+  return out;
+}
+
 lifecycle_commands lifecycle_machine::on_stopping() {
   lifecycle_commands out;
   stopping_ = true;

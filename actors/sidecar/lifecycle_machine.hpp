@@ -118,6 +118,9 @@ class lifecycle_machine {
   lifecycle_commands on_registered(uint64_t attempt, bool written);
   /// The startup deadline passed.
   lifecycle_commands on_deadline();
+  /// The registrar was restarted (its record went with it): write it again
+  /// if it is wanted.
+  lifecycle_commands on_registrar_restarted();
   /// SIGTERM: withdraw and turn unready.
   lifecycle_commands on_stopping();
 

@@ -210,6 +210,19 @@ TEST_CASE(
   CHECK(n.on_deadline().empty());
 }
 
+TEST_CASE("lifecycle: a restarted registrar gets the record again only when "
+          "it is wanted",
+          "[lifecycle]") {
+  lifecycle_machine m{cfg()};
+  CHECK(m.on_registrar_restarted().empty()); // nothing to register yet
+  bring_up(m, "A", true);
+  auto* reg = find<cmd::register_worker>(m.on_registrar_restarted());
+  REQUIRE(reg);
+  CHECK(reg->record.instance_id == "A");
+  m.on_health(engine_health::not_serving, "");
+  CHECK(m.on_registrar_restarted().empty());
+}
+
 TEST_CASE("lifecycle: a stopped forwarder makes it re-read the engine",
           "[lifecycle]") {
   lifecycle_machine m{cfg()};

@@ -268,7 +268,7 @@ class control final : public oe::Control::Service {
                         in->data_parallel_ranks().end());
     auto sub = std::make_shared<kv_subscription>(ranks, 10000);
     if (in->include_snapshot()) {
-      auto idx = indexer::current_indexer(*r_.cfg.sys);
+      auto idx = r_.cfg.indexer->get();
       if (!idx)
         return {StatusCode::UNAVAILABLE, "the index is restarting"};
       auto hub = r_.cfg.hub;

@@ -5,7 +5,9 @@
 
 #include <caf/fwd.hpp>
 
+#include "actors/indexer/indexer_actor.hpp"
 #include "actors/sidecar/event_hub.hpp"
+#include "runtime/actor_slot.hpp"
 #include "runtime/status.hpp"
 
 namespace grpc {
@@ -20,7 +22,8 @@ struct relay_config {
   std::string engine_protocol; // auto, openengine, vllm
   std::shared_ptr<event_hub> hub;
   std::shared_ptr<runtime::health_state> health;
-  caf::actor_system* sys = nullptr; // to reach the indexer
+  caf::actor_system* sys = nullptr;
+  runtime::slot_ptr<indexer::indexer_actor> indexer; // for snapshots
 };
 
 /// The sidecar's OpenEngine server for routers: `Inference.Generate`

@@ -40,6 +40,13 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
     disc = std::make_shared<cluster::file_discovery>(
       o.get_string("discovery-dir"), o.get_duration("discovery-ttl"));
   auto zmq_ctx = std::make_shared<zmq::context_t>(1);
+  // Handles to the current incarnation of each child, filled by the
+  // supervisor on every (re)start.
+  auto indexer =
+    std::make_shared<runtime::actor_slot<indexer::indexer_actor>>();
+  auto registrar =
+    std::make_shared<runtime::actor_slot<registrar::registrar_actor>>();
+  auto lifecycle = std::make_shared<runtime::actor_slot<lifecycle_actor>>();
   auto hub = std::make_shared<event_hub>();
   indexer::indexer_config icfg;
   icfg.data_dir = o.get_string("data-dir");
@@ -55,6 +62,8 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
   cfg.shutdown_engine_on_gap = o.get_string("on-kv-gap") == "shutdown-engine";
   cfg.health = ctx.health;
   cfg.zmq = zmq_ctx;
+  cfg.indexer = indexer;
+  cfg.registrar = registrar;
   auto control = ctx.control;
   cfg.request_exit = [control](int code, const std::string& why) {
     control->request_exit(code, why);
@@ -68,45 +77,51 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
   rcfg.hub = hub;
   rcfg.health = ctx.health;
   rcfg.sys = sys;
+  rcfg.indexer = indexer;
   auto server = std::make_shared<relay>(rcfg);
   if (auto err = server->start(); !err.empty())
     ctx.control->request_exit(1, err);
   ctx.stop_hooks.push_back([server] { server->stop(); });
-  ctx.status.add_route("/debug/index", [sys](const runtime::http_request&) {
-    runtime::http_response r;
-    r.content_type = "application/json";
-    auto idx = indexer::current_indexer(*sys);
-    if (!idx) {
-      r.status = 503;
-      r.body = "{\"error\":\"the indexer is restarting\"}\n";
-      return r;
-    }
-    caf::scoped_actor self{*sys};
-    r.status = 504;
-    r.body = "{\"error\":\"the indexer did not answer\"}\n";
-    self->request(idx, std::chrono::seconds{1}, indexer::snapshot_atom::value)
-      .receive(
-        [&](const std::string& json) {
-          r.status = 200;
-          r.body = json + "\n";
-        },
-        [&](caf::error&) {});
-    return r;
+  // SIGTERM: the lifecycle withdraws the record before anything stops.
+  ctx.pre_stop_hooks.push_back([lifecycle] {
+    if (auto l = lifecycle->get())
+      caf::anon_send(l, stopping_atom::value);
   });
+  ctx.status.add_route(
+    "/debug/index", [sys, indexer](const runtime::http_request&) {
+      runtime::http_response r;
+      r.content_type = "application/json";
+      auto idx = indexer->get();
+      if (!idx) {
+        r.status = 503;
+        r.body = "{\"error\":\"the indexer is restarting\"}\n";
+        return r;
+      }
+      caf::scoped_actor self{*sys};
+      r.status = 504;
+      r.body = "{\"error\":\"the indexer did not answer\"}\n";
+      self->request(idx, std::chrono::seconds{1}, indexer::snapshot_atom::value)
+        .receive(
+          [&](const std::string& json) {
+            r.status = 200;
+            r.body = json + "\n";
+          },
+          [&](caf::error&) {});
+      return r;
+    });
   return {
-    {"indexer",
-     [icfg](caf::actor_system& sys) {
-       return caf::actor_cast<caf::actor>(indexer::spawn_indexer(sys, icfg));
-     }},
-    {"registrar",
-     [disc, ttl, id = cfg.worker_id](caf::actor_system& sys) {
-       return caf::actor_cast<caf::actor>(
-         registrar::spawn_registrar(sys, disc, ttl, id));
-     }},
-    {"lifecycle",
-     [cfg](caf::actor_system& sys) {
-       return caf::actor_cast<caf::actor>(spawn_lifecycle(sys, cfg));
-     }},
+    runtime::supervised("indexer", indexer,
+                        [icfg](caf::actor_system& sys) {
+                          return indexer::spawn_indexer(sys, icfg);
+                        }),
+    runtime::supervised(
+      "registrar", registrar,
+      [disc, ttl, id = cfg.worker_id](caf::actor_system& sys) {
+        return registrar::spawn_registrar(sys, disc, ttl, id);
+      }),
+    runtime::supervised(
+      "lifecycle", lifecycle,
+      [cfg](caf::actor_system& sys) { return spawn_lifecycle(sys, cfg); }),
   };
 }
 

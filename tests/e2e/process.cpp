@@ -85,7 +85,23 @@ uint16_t free_port() {
   return ntohs(addr.sin_port);
 }
 
+double metric_value(uint16_t port, const std::string& series) {
+  std::string body;
+  http_get(port, "/metrics", &body);
+  std::istringstream in{body};
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(series + " ", 0) == 0)
+      return std::stod(line.substr(series.size() + 1));
+  return 0;
+}
+
 int http_get(uint16_t port, const std::string& path, std::string* body) {
+  return http_call(port, "GET", path, body);
+}
+
+int http_call(uint16_t port, const std::string& method, const std::string& path,
+              std::string* body) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -97,7 +113,8 @@ int http_get(uint16_t port, const std::string& path, std::string* body) {
     close(fd);
     return -1;
   }
-  auto req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  auto req = method + " " + path +
+             " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n";
   send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   std::string resp;
   char buf[4096];

@@ -41,6 +41,13 @@ uint16_t free_port();
 /// connection failed. `body` receives the response body.
 int http_get(uint16_t port, const std::string& path,
              std::string* body = nullptr);
+/// The value of a series (name and labels as exposed) on `port`'s
+/// /metrics, or 0 when absent.
+double metric_value(uint16_t port, const std::string& series);
+
+/// The same with another method (and an empty body).
+int http_call(uint16_t port, const std::string& method, const std::string& path,
+              std::string* body = nullptr);
 
 /// Polls `pred` every 20 ms until it holds or `timeout` passes.
 template <class Pred>

@@ -1,0 +1,124 @@
+#pragma once
+
+// A router in front of simulated engines and their sidecars, all real
+// processes on loopback, for end-to-end tests.
+
+#include <sstream>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "tests/e2e/sidecar_process.hpp"
+#include "tests/e2e/sim_process.hpp"
+
+namespace outrider::test {
+
+using namespace std::chrono_literals;
+
+inline std::vector<uint32_t> tokens(uint32_t first, size_t n) {
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < n; ++i)
+    out.push_back(first + static_cast<uint32_t>(i));
+  return out;
+}
+
+inline std::vector<uint32_t> concat(std::vector<uint32_t> a,
+                                    const std::vector<uint32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// One HTTP request on 127.0.0.1 (Connection: close); status and body.
+inline std::pair<int, std::string> http(uint16_t port,
+                                        const std::string& method,
+                                        const std::string& path,
+                                        const std::string& body = {}) {
+  std::vector<std::string> args{"/usr/bin/curl",
+                                "-s",
+                                "-o",
+                                "-",
+                                "-w",
+                                "\n%{http_code}",
+                                "-X",
+                                method,
+                                "http://127.0.0.1:" + std::to_string(port) +
+                                  path};
+  if (!body.empty()) {
+    args.push_back("-H");
+    args.push_back("Content-Type: application/json");
+    args.push_back("--data-binary");
+    args.push_back(body);
+  }
+  child_process curl{args};
+  REQUIRE(curl.wait(60s) == 0);
+  auto out = curl.output();
+  auto nl = out.rfind('\n');
+  return {std::atoi(out.c_str() + nl + 1), out.substr(0, nl)};
+}
+
+// A small cluster: engines, their sidecars (one discovery directory), a
+// router.
+struct cluster {
+  temp_dir discovery;
+  std::vector<std::unique_ptr<sim_process>> sims;
+  std::vector<std::unique_ptr<sidecar_process>> sides;
+  uint16_t http_port = free_port();
+  uint16_t grpc_port = free_port();
+  uint16_t router_status = free_port();
+  std::unique_ptr<child_process> router;
+
+  explicit cluster(int workers, sim_process::options so = {},
+                   std::vector<std::string> router_flags = {},
+                   std::vector<std::string> sidecar_flags = {}) {
+    for (int i = 0; i < workers; ++i) {
+      sims.push_back(std::make_unique<sim_process>(so));
+      REQUIRE(sims.back()->wait_serving(10s));
+      auto dirs = std::make_shared<sidecar_dirs>();
+      sides.push_back(
+        std::make_unique<sidecar_process>(sims.back()->endpoint(), dirs, [&] {
+          std::vector<std::string> f{"--discovery-dir", discovery.str(),
+                                     "--worker-id",
+                                     "worker-" + std::to_string(i)};
+          f.insert(f.end(), sidecar_flags.begin(), sidecar_flags.end());
+          return f;
+        }()));
+    }
+    for (auto& s : sides)
+      REQUIRE(eventually([&] { return s->get("/ready") == 200; }, 10s));
+    start_router(std::move(router_flags));
+  }
+
+  void start_router(std::vector<std::string> flags = {}) {
+    std::vector<std::string> args{OUTRIDER_BIN,
+                                  "--role",
+                                  "router",
+                                  "--discovery-dir",
+                                  discovery.str(),
+                                  "--http-port",
+                                  std::to_string(http_port),
+                                  "--system-port",
+                                  std::to_string(router_status),
+                                  "--grpc-port",
+                                  std::to_string(grpc_port)};
+    args.insert(args.end(), flags.begin(), flags.end());
+    router = std::make_unique<child_process>(args);
+    REQUIRE(eventually([&] { return http_get(router_status, "/ready") == 200; },
+                       10s));
+  }
+
+  double router_metric(const std::string& series) const {
+    return metric_value(router_status, series);
+  }
+
+  nlohmann::json complete(const std::vector<uint32_t>& prompt,
+                          uint32_t max_tokens) {
+    auto [code, body] = http(
+      http_port, "POST", "/v1/completions",
+      nlohmann::json{{"prompt", prompt}, {"max_tokens", max_tokens}}.dump());
+    INFO(body);
+    REQUIRE(code == 200);
+    return nlohmann::json::parse(body);
+  }
+};
+
+} // namespace outrider::test
