@@ -90,8 +90,8 @@ int main(int argc, char** argv) {
   auto dir = std::filesystem::temp_directory_path() / "outrider-bench-kv";
   std::filesystem::remove_all(dir);
   indexer::index_store store;
-  if (auto err = store.open(dir.string()); !err.empty()) {
-    std::fprintf(stderr, "%s\n", err.c_str());
+  if (auto err = store.open(dir.string())) {
+    std::fprintf(stderr, "%s\n", describe(err).c_str());
     return 1;
   }
   indexer::local_index durable;

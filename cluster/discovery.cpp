@@ -98,9 +98,10 @@ std::string file_discovery::path_of(const std::string& worker_id) const {
   return dir_ + "/" + worker_id + ".json";
 }
 
-std::string file_discovery::put(const worker_record& r) {
+caf::error file_discovery::put(const worker_record& r) {
   if (!valid_worker_id(r.worker_id))
-    return "invalid worker id '" + r.worker_id + "'";
+    return make_error(errc::invalid_argument,
+                      "invalid worker id '" + r.worker_id + "'");
   std::error_code ec;
   fs::create_directories(dir_, ec);
   auto final_path = path_of(r.worker_id);
@@ -110,26 +111,29 @@ std::string file_discovery::put(const worker_record& r) {
     out << to_json(r) << "\n";
     out.flush();
     if (!out)
-      return "cannot write " + tmp;
+      return make_error(errc::io_error, "cannot write " + tmp);
   }
   fs::rename(tmp, final_path, ec);
   if (ec)
-    return "cannot rename to " + final_path + ": " + ec.message();
+    return make_error(errc::io_error,
+                      "cannot rename to " + final_path + ": " + ec.message());
   return {};
 }
 
-std::string file_discovery::keep_alive(const std::string& worker_id) {
+caf::error file_discovery::keep_alive(const std::string& worker_id) {
   std::error_code ec;
   fs::last_write_time(path_of(worker_id), fs::file_time_type::clock::now(), ec);
-  return ec ? "cannot touch " + path_of(worker_id) + ": " + ec.message()
-            : std::string{};
+  return ec ? make_error(errc::io_error, "cannot touch " + path_of(worker_id) +
+                                           ": " + ec.message())
+            : caf::error{};
 }
 
-std::string file_discovery::remove(const std::string& worker_id) {
+caf::error file_discovery::remove(const std::string& worker_id) {
   std::error_code ec;
   fs::remove(path_of(worker_id), ec);
-  return ec ? "cannot remove " + path_of(worker_id) + ": " + ec.message()
-            : std::string{};
+  return ec ? make_error(errc::io_error, "cannot remove " + path_of(worker_id) +
+                                           ": " + ec.message())
+            : caf::error{};
 }
 
 std::vector<worker_record> file_discovery::list(size_t* invalid) {
@@ -187,9 +191,10 @@ void file_discovery::wait_for_change(std::chrono::milliseconds timeout) {
   }
 }
 
-std::string memory_discovery::put(const worker_record& r) {
+caf::error memory_discovery::put(const worker_record& r) {
   if (!valid_worker_id(r.worker_id))
-    return "invalid worker id '" + r.worker_id + "'";
+    return make_error(errc::invalid_argument,
+                      "invalid worker id '" + r.worker_id + "'");
   std::lock_guard<std::mutex> guard{mtx_};
   std::erase_if(records_,
                 [&](const auto& x) { return x.worker_id == r.worker_id; });
@@ -197,11 +202,11 @@ std::string memory_discovery::put(const worker_record& r) {
   return {};
 }
 
-std::string memory_discovery::keep_alive(const std::string&) {
+caf::error memory_discovery::keep_alive(const std::string&) {
   return {};
 }
 
-std::string memory_discovery::remove(const std::string& worker_id) {
+caf::error memory_discovery::remove(const std::string& worker_id) {
   std::lock_guard<std::mutex> guard{mtx_};
   std::erase_if(records_,
                 [&](const auto& x) { return x.worker_id == worker_id; });

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/errors.hpp"
+
 namespace outrider::cluster {
 
 /// What a worker publishes about itself.
@@ -34,12 +36,13 @@ std::optional<worker_record> record_from_json(const std::string& text,
 class discovery {
  public:
   virtual ~discovery() = default;
-  /// Publishes (or replaces) a record; error text or empty.
-  virtual std::string put(const worker_record& r) = 0;
-  /// Refreshes a record's lease; error text or empty.
-  virtual std::string keep_alive(const std::string& worker_id) = 0;
+  /// Publishes (or replaces) a record. Errors: `invalid_argument` (a bad
+  /// worker id), `io_error`.
+  virtual caf::error put(const worker_record& r) = 0;
+  /// Refreshes a record's lease (`io_error`).
+  virtual caf::error keep_alive(const std::string& worker_id) = 0;
   /// Withdraws a record; removing a missing record is not an error.
-  virtual std::string remove(const std::string& worker_id) = 0;
+  virtual caf::error remove(const std::string& worker_id) = 0;
   /// Every live record; malformed ones are skipped and counted in `invalid`.
   virtual std::vector<worker_record> list(size_t* invalid = nullptr) = 0;
 };
@@ -53,9 +56,9 @@ class file_discovery final : public discovery {
   ~file_discovery() override;
   file_discovery(const file_discovery&) = delete;
   file_discovery& operator=(const file_discovery&) = delete;
-  std::string put(const worker_record& r) override;
-  std::string keep_alive(const std::string& worker_id) override;
-  std::string remove(const std::string& worker_id) override;
+  caf::error put(const worker_record& r) override;
+  caf::error keep_alive(const std::string& worker_id) override;
+  caf::error remove(const std::string& worker_id) override;
   std::vector<worker_record> list(size_t* invalid = nullptr) override;
   /// Blocks until the directory changes (inotify) or `timeout` passes.
   void wait_for_change(std::chrono::milliseconds timeout);
@@ -72,9 +75,9 @@ class file_discovery final : public discovery {
 /// In-process discovery (role `all`, tests).
 class memory_discovery final : public discovery {
  public:
-  std::string put(const worker_record& r) override;
-  std::string keep_alive(const std::string& worker_id) override;
-  std::string remove(const std::string& worker_id) override;
+  caf::error put(const worker_record& r) override;
+  caf::error keep_alive(const std::string& worker_id) override;
+  caf::error remove(const std::string& worker_id) override;
   std::vector<worker_record> list(size_t* invalid = nullptr) override;
 
  private:

@@ -43,27 +43,42 @@ worker_record record(std::string id) {
 TEST_CASE("file discovery publishes, lists and withdraws records") {
   temp_dir d;
   file_discovery disc{d.path.string(), 10s};
-  REQUIRE(disc.put(record("w1")).empty());
-  REQUIRE(disc.put(record("w2")).empty());
+  REQUIRE_FALSE(disc.put(record("w1")));
+  REQUIRE_FALSE(disc.put(record("w2")));
   auto all = disc.list();
   REQUIRE(all.size() == 2);
   CHECK(all[0].worker_id == "w1");
   CHECK(all[0].kv_block_size == 64);
   auto changed = record("w1");
   changed.instance_id = "def";
-  REQUIRE(disc.put(changed).empty());
+  REQUIRE_FALSE(disc.put(changed));
   CHECK(disc.list()[0].instance_id == "def");
-  REQUIRE(disc.remove("w1").empty());
+  REQUIRE_FALSE(disc.remove("w1"));
   CHECK(disc.list().size() == 1);
-  CHECK(disc.remove("w1").empty()); // removing twice is fine
-  CHECK_FALSE(disc.put(record("../escape")).empty());
+  CHECK_FALSE(disc.remove("w1")); // removing twice is fine
+  auto bad = disc.put(record("../escape"));
+  CHECK(bad == outrider::errc::invalid_argument);
+  CHECK_THAT(outrider::describe(bad),
+             Catch::Matchers::Contains("invalid worker id '../escape'"));
+}
+
+TEST_CASE("file discovery reports an unwritable directory as an I/O error") {
+  temp_dir d;
+  auto blocker = d.path / "a-file";
+  std::ofstream(blocker) << "x";
+  file_discovery disc{(blocker / "records").string(), 10s};
+  auto err = disc.put(record("w1"));
+  CHECK(err == outrider::errc::io_error);
+  CHECK_THAT(outrider::describe(err),
+             Catch::Matchers::StartsWith("io_error: "));
+  CHECK(disc.keep_alive("w1") == outrider::errc::io_error);
 }
 
 TEST_CASE("stale records are dropped and removed by whoever lists") {
   temp_dir d;
   file_discovery disc{d.path.string(), 10s};
-  REQUIRE(disc.put(record("old")).empty());
-  REQUIRE(disc.put(record("fresh")).empty());
+  REQUIRE_FALSE(disc.put(record("old")));
+  REQUIRE_FALSE(disc.put(record("fresh")));
   fs::last_write_time(d.path / "old.json",
                       fs::file_time_type::clock::now() - 11s);
   auto all = disc.list();
@@ -73,7 +88,7 @@ TEST_CASE("stale records are dropped and removed by whoever lists") {
   // keep_alive renews the lease.
   fs::last_write_time(d.path / "fresh.json",
                       fs::file_time_type::clock::now() - 9s);
-  REQUIRE(disc.keep_alive("fresh").empty());
+  REQUIRE_FALSE(disc.keep_alive("fresh"));
   fs::last_write_time(d.path / "fresh.json",
                       fs::last_write_time(d.path / "fresh.json") - 2s);
   CHECK(disc.list().size() == 1);
@@ -82,7 +97,7 @@ TEST_CASE("stale records are dropped and removed by whoever lists") {
 TEST_CASE("malformed records are skipped and counted") {
   temp_dir d;
   file_discovery disc{d.path.string(), 10s};
-  REQUIRE(disc.put(record("good")).empty());
+  REQUIRE_FALSE(disc.put(record("good")));
   std::ofstream(d.path / "garbage.json") << "{not json";
   std::ofstream(d.path / "typed.json")
     << R"({"worker_id":"typed","instance_id":"x","kv_block_size":"64"})";
@@ -124,9 +139,9 @@ TEST_CASE("wait_for_change wakes on a new record") {
 
 TEST_CASE("memory discovery keeps records in process") {
   memory_discovery disc;
-  REQUIRE(disc.put(record("a")).empty());
-  REQUIRE(disc.put(record("a")).empty());
+  REQUIRE_FALSE(disc.put(record("a")));
+  REQUIRE_FALSE(disc.put(record("a")));
   CHECK(disc.list().size() == 1);
-  REQUIRE(disc.remove("a").empty());
+  REQUIRE_FALSE(disc.remove("a"));
   CHECK(disc.list().empty());
 }

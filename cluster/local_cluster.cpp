@@ -70,13 +70,14 @@ pid_t local_cluster::spawn(const std::vector<std::string>& argv,
   return pid;
 }
 
-std::string local_cluster::start() {
+caf::error local_cluster::start() {
   std::error_code ec;
   fs::create_directories(cfg_.log_dir, ec);
   fs::create_directories(cfg_.discovery_dir, ec);
   if (!fs::exists(cfg_.sim_binary))
-    return "the simulated engine '" + cfg_.sim_binary +
-           "' does not exist (see --sim-binary)";
+    return make_error(errc::spawn_failed,
+                      "the simulated engine '" + cfg_.sim_binary +
+                        "' does not exist (see --sim-binary)");
   for (int i = 0; i < cfg_.engines; ++i) {
     auto n = std::to_string(i);
     auto engine_port = free_port();
@@ -91,7 +92,7 @@ std::string local_cluster::start() {
                                  "--kv-events-config", kv.dump()};
     sim.insert(sim.end(), cfg_.sim_args.begin(), cfg_.sim_args.end());
     if (spawn(sim, cfg_.log_dir + "/engine-" + n + ".log") <= 0)
-      return "cannot start " + cfg_.sim_binary;
+      return make_error(errc::spawn_failed, "cannot start " + cfg_.sim_binary);
     std::vector<std::string> side{cfg_.outrider_binary,
                                   "--role",
                                   "sidecar",
@@ -108,7 +109,7 @@ std::string local_cluster::start() {
                                   "--worker-id",
                                   "worker-" + n};
     if (spawn(side, cfg_.log_dir + "/sidecar-" + n + ".log") <= 0)
-      return "cannot start a sidecar";
+      return make_error(errc::spawn_failed, "cannot start a sidecar");
   }
   return {};
 }

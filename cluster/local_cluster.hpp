@@ -4,6 +4,8 @@
 #include <sys/types.h>
 #include <vector>
 
+#include "runtime/errors.hpp"
+
 namespace outrider::cluster {
 
 struct local_cluster_config {
@@ -27,8 +29,8 @@ class local_cluster {
   local_cluster(const local_cluster&) = delete;
   local_cluster& operator=(const local_cluster&) = delete;
 
-  /// Error text, or empty once every child is started.
-  std::string start();
+  /// Starts every child; `spawn_failed` when one cannot be started.
+  caf::error start();
   void stop();
 
  private:

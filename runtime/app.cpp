@@ -113,6 +113,7 @@ int run_process(const options& opts, const role_builder& build) {
     threads = std::max(2u, std::thread::hardware_concurrency());
   cfg.set("scheduler.max-threads", static_cast<size_t>(threads));
   cfg.set("logger.verbosity", caf::atom("quiet"));
+  add_error_category(cfg);
   int code = 0;
   {
     caf::actor_system sys{cfg};

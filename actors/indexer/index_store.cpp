@@ -148,8 +148,14 @@ bool decode_snapshot(const std::string& v, int rank, local_index& index) {
   return r.ok;
 }
 
-std::string status_text(const rocksdb::Status& s) {
-  return s.ok() ? std::string{} : "rocksdb: " + s.ToString();
+// RocksDB statuses become outrider errors here: corruption means the data
+// must be rebuilt, anything else is an I/O problem.
+caf::error status_error(const rocksdb::Status& s) {
+  if (s.ok())
+    return {};
+  auto what = "rocksdb: " + s.ToString();
+  return make_error(s.IsCorruption() ? errc::corrupt_data : errc::io_error,
+                    std::move(what));
 }
 
 std::string seq_value(uint64_t next_seq) {
@@ -163,7 +169,7 @@ std::string seq_value(uint64_t next_seq) {
 index_store::index_store() = default;
 index_store::~index_store() = default;
 
-std::string index_store::open(const std::string& dir) {
+caf::error index_store::open(const std::string& dir) {
   rocksdb::Options opts;
   opts.create_if_missing = true;
   opts.IncreaseParallelism(2);
@@ -171,7 +177,7 @@ std::string index_store::open(const std::string& dir) {
   rocksdb::DB* db = nullptr;
   auto s = rocksdb::DB::Open(opts, dir, &db);
   if (!s.ok())
-    return status_text(s);
+    return status_error(s);
   db_.reset(db);
   return {};
 }
@@ -207,31 +213,31 @@ recovered_state index_store::load() const {
   return out;
 }
 
-std::string index_store::apply(int rank, uint64_t next_seq,
-                               const std::vector<kv::kv_event>& events) {
+caf::error index_store::apply(int rank, uint64_t next_seq,
+                              const std::vector<kv::kv_event>& events) {
   rocksdb::WriteBatch batch;
   batch.Put(log_key(rank, next_seq - 1), encode_events(events));
   batch.Put(key('s', rank), seq_value(next_seq));
-  return status_text(db_->Write(rocksdb::WriteOptions{}, &batch));
+  return status_error(db_->Write(rocksdb::WriteOptions{}, &batch));
 }
 
-std::string index_store::compact(int rank, const local_index::rank_map& blocks,
-                                 uint64_t next_seq) {
+caf::error index_store::compact(int rank, const local_index::rank_map& blocks,
+                                uint64_t next_seq) {
   rocksdb::WriteBatch batch;
   batch.Put(key('p', rank), encode_snapshot(blocks));
   batch.DeleteRange(log_key(rank, 0), log_key(rank, next_seq));
-  return status_text(db_->Write(rocksdb::WriteOptions{}, &batch));
+  return status_error(db_->Write(rocksdb::WriteOptions{}, &batch));
 }
 
-std::string index_store::reset_rank(int rank, uint64_t next_seq) {
+caf::error index_store::reset_rank(int rank, uint64_t next_seq) {
   rocksdb::WriteBatch batch;
   batch.DeleteRange(key('l', rank), key('l', rank + 1));
   batch.Delete(key('p', rank));
   batch.Put(key('s', rank), seq_value(next_seq));
-  return status_text(db_->Write(rocksdb::WriteOptions{}, &batch));
+  return status_error(db_->Write(rocksdb::WriteOptions{}, &batch));
 }
 
-std::string index_store::reset(const std::string& instance_id) {
+caf::error index_store::reset(const std::string& instance_id) {
   rocksdb::WriteBatch batch;
   for (const char* range : {"l", "p", "s"}) {
     std::string from(range);
@@ -239,7 +245,7 @@ std::string index_store::reset(const std::string& instance_id) {
     batch.DeleteRange(from, to);
   }
   batch.Put("instance_id", instance_id);
-  return status_text(db_->Write(rocksdb::WriteOptions{}, &batch));
+  return status_error(db_->Write(rocksdb::WriteOptions{}, &batch));
 }
 
 } // namespace outrider::indexer

@@ -8,6 +8,7 @@
 
 #include "actors/indexer/local_index.hpp"
 #include "cluster/kv/kv_event.hpp"
+#include "runtime/errors.hpp"
 
 namespace rocksdb {
 class DB;
@@ -36,23 +37,24 @@ class index_store {
   ~index_store();
   index_store(const index_store&) = delete;
   index_store& operator=(const index_store&) = delete;
-  /// Opens (creating) the database in `dir`; error text or empty.
-  std::string open(const std::string& dir);
+  /// Opens (creating) the database in `dir`. Errors: `corrupt_data` (the
+  /// files fail RocksDB's checks), `io_error`.
+  caf::error open(const std::string& dir);
 
   /// Loads everything.
   recovered_state load() const;
 
   /// Records the effect of one batch and the rank's next sequence number.
-  std::string apply(int rank, uint64_t next_seq,
-                    const std::vector<kv::kv_event>& events);
+  caf::error apply(int rank, uint64_t next_seq,
+                   const std::vector<kv::kv_event>& events);
   /// Forgets every block of `rank` (a reset) and sets its next sequence.
-  std::string reset_rank(int rank, uint64_t next_seq);
+  caf::error reset_rank(int rank, uint64_t next_seq);
   /// Forgets everything and starts over for a new engine instance.
-  std::string reset(const std::string& instance_id);
+  caf::error reset(const std::string& instance_id);
   /// Writes `blocks` (the rank's whole index at `next_seq`) as its snapshot
   /// and drops the log before it.
-  std::string compact(int rank, const local_index::rank_map& blocks,
-                      uint64_t next_seq);
+  caf::error compact(int rank, const local_index::rank_map& blocks,
+                     uint64_t next_seq);
 
  private:
   std::unique_ptr<rocksdb::DB> db_;

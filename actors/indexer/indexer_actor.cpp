@@ -66,10 +66,11 @@ indexer_actor::behavior_type behavior(self_ptr self);
 indexer_actor::behavior_type indexer(self_ptr self, indexer_config cfg) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
-  if (auto err = st.store.open(st.cfg.data_dir); !err.empty()) {
+  if (auto err = st.store.open(st.cfg.data_dir)) {
     // The supervisor restarts us with backoff and gives up eventually.
-    spdlog::error("indexer: cannot open {}: {}", st.cfg.data_dir, err);
-    self->quit(caf::make_error(caf::sec::runtime_error, err));
+    spdlog::error("indexer: cannot open {}: {}", st.cfg.data_dir,
+                  describe(err));
+    self->quit(std::move(err));
     return behavior(self);
   }
   auto rec = st.store.load();
@@ -99,10 +100,9 @@ indexer_actor::behavior_type behavior(self_ptr self) {
                          expected);
         return;
       }
-      if (auto err = st.store.apply(b->rank, b->seq + 1, b->events);
-          !err.empty()) {
+      if (auto err = st.store.apply(b->rank, b->seq + 1, b->events)) {
         // Not applied: the forwarder will offer it again after a resync.
-        spdlog::error("indexer: {}", err);
+        spdlog::error("indexer: {}", describe(err));
         return;
       }
       st.next_seq[b->rank] = b->seq + 1;
@@ -111,9 +111,8 @@ indexer_actor::behavior_type behavior(self_ptr self) {
       if (++st.since_compaction[b->rank] >= compaction_interval) {
         st.since_compaction[b->rank] = 0;
         if (auto err = st.store.compact(b->rank, st.index.ranks().at(b->rank),
-                                        b->seq + 1);
-            !err.empty())
-          spdlog::error("indexer: {}", err);
+                                        b->seq + 1))
+          spdlog::error("indexer: {}", describe(err));
       }
       st.batches->inc();
       if (st.cfg.listener)
@@ -129,8 +128,8 @@ indexer_actor::behavior_type behavior(self_ptr self) {
       std::vector<int> ranks;
       for (const auto& [r, _] : st.index.ranks())
         ranks.push_back(r);
-      if (auto err = st.store.reset(id); !err.empty())
-        spdlog::error("indexer: {}", err);
+      if (auto err = st.store.reset(id))
+        spdlog::error("indexer: {}", describe(err));
       st.index.clear();
       st.next_seq.clear();
       st.instance_id = id;
@@ -144,8 +143,8 @@ indexer_actor::behavior_type behavior(self_ptr self) {
       auto& st = self->state;
       spdlog::warn("indexer: rank {} reset; continuing at sequence {}", rank,
                    next);
-      if (auto err = st.store.reset_rank(rank, next); !err.empty())
-        spdlog::error("indexer: {}", err);
+      if (auto err = st.store.reset_rank(rank, next))
+        spdlog::error("indexer: {}", describe(err));
       st.index.clear_rank(rank);
       st.next_seq[rank] = next;
       tell_cleared(self, rank);

@@ -1,6 +1,7 @@
 #include "actors/indexer/local_index.hpp"
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include <catch2/catch.hpp>
@@ -92,8 +93,8 @@ TEST_CASE("the store recovers exactly what was applied") {
   std::mt19937_64 rng{42};
   {
     index_store store;
-    REQUIRE(store.open(d.path.string()).empty());
-    REQUIRE(store.reset("engine-a").empty());
+    REQUIRE_FALSE(store.open(d.path.string()));
+    REQUIRE_FALSE(store.reset("engine-a"));
     std::vector<uint64_t> live;
     for (uint64_t seq = 0; seq < 300; ++seq) {
       int rank = static_cast<int>(rng() % 2);
@@ -112,25 +113,25 @@ TEST_CASE("the store recovers exactly what was applied") {
         evs.push_back(kv::all_blocks_cleared{});
       }
       model.apply(rank, evs);
-      REQUIRE(store.apply(rank, seq + 1, evs).empty());
+      REQUIRE_FALSE(store.apply(rank, seq + 1, evs));
       if (seq % 97 == 96) // a snapshot now and then, the log after it
-        REQUIRE(store.compact(rank, model.ranks().at(rank), seq + 1).empty());
+        REQUIRE_FALSE(store.compact(rank, model.ranks().at(rank), seq + 1));
     }
   }
   index_store again;
-  REQUIRE(again.open(d.path.string()).empty());
+  REQUIRE_FALSE(again.open(d.path.string()));
   auto rec = again.load();
   CHECK(rec.instance_id == "engine-a");
   CHECK(rec.next_seq.size() == 2);
   CHECK(same(rec.index, model));
   CHECK(rec.index.total_blocks() == model.total_blocks());
 
-  REQUIRE(again.reset_rank(1, 5).empty());
+  REQUIRE_FALSE(again.reset_rank(1, 5));
   auto after = again.load();
   CHECK(after.index.blocks(1) == 0);
   CHECK(after.index.blocks(0) == model.blocks(0));
   CHECK(after.next_seq[1] == 5);
-  REQUIRE(again.reset("engine-b").empty());
+  REQUIRE_FALSE(again.reset("engine-b"));
   auto fresh = again.load();
   CHECK(fresh.instance_id == "engine-b");
   CHECK(fresh.index.total_blocks() == 0);
@@ -139,5 +140,20 @@ TEST_CASE("the store recovers exactly what was applied") {
 
 TEST_CASE("opening an unusable directory is an error, not a crash") {
   index_store store;
-  CHECK_FALSE(store.open("/proc/no/such/dir").empty());
+  CHECK(store.open("/proc/no/such/dir") == outrider::errc::io_error);
+}
+
+TEST_CASE("a store whose files fail their checks reports corrupt data") {
+  temp_dir d;
+  {
+    index_store store;
+    REQUIRE_FALSE(store.open(d.path.string()));
+    REQUIRE_FALSE(store.reset("engine-a"));
+  }
+  // CURRENT names the manifest; garbage there is corruption, not I/O.
+  std::ofstream(d.path / "CURRENT", std::ios::trunc) << "garbage\n";
+  index_store again;
+  auto err = again.open(d.path.string());
+  INFO(outrider::describe(err));
+  CHECK(err == outrider::errc::corrupt_data);
 }

@@ -45,8 +45,8 @@ registrar_actor::behavior_type registrar(self_ptr self,
   return {
     [=](register_atom, const cluster::worker_record& r) -> bool {
       auto& st = self->state;
-      if (auto err = st.disc->put(r); !err.empty()) {
-        spdlog::error("registrar: {}", err);
+      if (auto err = st.disc->put(r)) {
+        spdlog::error("registrar: {}", describe(err));
         return false;
       }
       st.record = r;
@@ -68,8 +68,8 @@ registrar_actor::behavior_type registrar(self_ptr self,
       if (!st.record.worker_id.empty() || !st.worker_id.empty()) {
         auto id =
           st.record.worker_id.empty() ? st.worker_id : st.record.worker_id;
-        if (auto err = st.disc->remove(id); !err.empty())
-          spdlog::error("registrar: {}", err);
+        if (auto err = st.disc->remove(id))
+          spdlog::error("registrar: {}", describe(err));
       }
       if (was)
         spdlog::info("registrar: deregistered {}", st.record.worker_id);
@@ -78,10 +78,11 @@ registrar_actor::behavior_type registrar(self_ptr self,
       auto& st = self->state;
       if (gen != st.generation || !st.registered)
         return;
-      if (auto err = st.disc->keep_alive(st.record.worker_id); !err.empty()) {
+      if (auto err = st.disc->keep_alive(st.record.worker_id)) {
         // The record vanished (e.g. removed as stale): write it again.
-        spdlog::warn("registrar: {}; publishing again", err);
-        st.disc->put(st.record);
+        spdlog::warn("registrar: {}; publishing again", describe(err));
+        if (auto again = st.disc->put(st.record))
+          spdlog::error("registrar: {}", describe(again));
       }
       self->delayed_send(self, st.ttl / 3, keepalive_atom::value, gen);
     },

@@ -250,8 +250,8 @@ generate_outcome dispatcher::generate(
       // does this itself in relay mode).
       auto err = engine::make_engine_adapter(d.protocol, d.engine_endpoint)
                    ->abort(greq.request_id());
-      if (!err.empty())
-        spdlog::debug("router: abort on {}: {}", d.worker_id, err);
+      if (err)
+        spdlog::debug("router: abort on {}: {}", d.worker_id, describe(err));
     }
     if (cancelled) {
       out.http_status = 499;

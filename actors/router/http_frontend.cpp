@@ -56,9 +56,14 @@ error(int status, const std::string& message, const std::string& code,
 
 std::string text_of(const std::vector<uint32_t>& tokens) {
   // No tokenizer yet: the text is the token ids, space separated.
+  // (Appending in place: `" " + to_string` trips GCC 12's -Wrestrict at
+  // -O3, a false positive.)
   std::string out;
-  for (auto t : tokens)
-    out += (out.empty() ? "" : " ") + std::to_string(t);
+  for (auto t : tokens) {
+    if (!out.empty())
+      out.push_back(' ');
+    out.append(std::to_string(t));
+  }
   return out;
 }
 

@@ -178,8 +178,8 @@ std::vector<runtime::child_spec> all_children(runtime::role_context& ctx) {
                  "--num-gpu-blocks-override",
                  std::to_string(o.get_int("sim-kv-blocks"))};
   auto local = std::make_shared<cluster::local_cluster>(lc);
-  if (auto err = local->start(); !err.empty()) {
-    ctx.control->request_exit(1, err);
+  if (auto err = local->start()) {
+    ctx.control->request_exit(1, describe(err));
     return {};
   }
   spdlog::info("all: {} simulated engine(s) with sidecars; logs in {}",

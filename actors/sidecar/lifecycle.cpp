@@ -53,7 +53,7 @@ void exec(self_ptr self, const cmd::identify& c) {
   st.identify_thread = std::thread([adapter, weak, attempt = c.attempt] {
     identity_result r;
     r.error = adapter->server_info(r.info);
-    if (r.error.empty())
+    if (!r.error)
       r.error = adapter->kv_sources(r.sources);
     if (auto strong = weak.lock())
       caf::anon_send(caf::actor_cast<lifecycle_actor>(strong), std::move(r),
@@ -157,8 +157,8 @@ void exec(self_ptr self, const cmd::shutdown_engine& c) {
   auto endpoint = self->state.cfg.engine_endpoint;
   std::thread([protocol = c.protocol, endpoint] {
     auto err = engine::make_engine_adapter(protocol, endpoint)->shutdown();
-    if (!err.empty())
-      spdlog::error("sidecar: cannot shut the engine down: {}", err);
+    if (err)
+      spdlog::error("sidecar: cannot shut the engine down: {}", describe(err));
   }).detach();
 }
 
@@ -233,9 +233,9 @@ lifecycle_actor::behavior_type lifecycle(self_ptr self, lifecycle_config cfg) {
     },
     [=](identity_result& r, uint64_t attempt) {
       auto& mc = *self->state.machine;
-      run(self, r.error.empty() ? mc.on_identity(attempt, std::move(r.info),
-                                                 std::move(r.sources))
-                                : mc.on_identity_failed(attempt, r.error));
+      run(self, !r.error ? mc.on_identity(attempt, std::move(r.info),
+                                          std::move(r.sources))
+                         : mc.on_identity_failed(attempt, describe(r.error)));
     },
     [=](caught_up_atom, int32_t rank) {
       run(self, self->state.machine->on_caught_up(rank));

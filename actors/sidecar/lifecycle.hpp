@@ -29,7 +29,7 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;
 
 /// What the engine said about itself, or why it could not.
 struct identity_result {
-  std::string error;
+  caf::error error; // engine_unreachable, engine_refused, engine_malformed
   engine::engine_info info;
   std::vector<engine::kv_source> sources;
 };

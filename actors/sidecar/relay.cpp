@@ -87,10 +87,10 @@ struct relay::impl {
   std::unique_ptr<grpc::Service> control_service;
   std::unique_ptr<grpc::Server> server;
 
-  std::string server_info(engine::engine_info& out) {
+  caf::error server_info(engine::engine_info& out) {
     std::lock_guard<std::mutex> guard{adapter_mtx};
     auto err = adapter->server_info(out);
-    if (err.empty())
+    if (!err)
       engine_dialect =
         out.protocol == "vllm" ? dialect::vllm : dialect::openengine;
     return err;
@@ -109,8 +109,8 @@ struct relay::impl {
 
   void abort_on_engine(const std::string& id) {
     std::lock_guard<std::mutex> guard{adapter_mtx};
-    if (auto err = adapter->abort(id); !err.empty())
-      spdlog::debug("relay: abort of {}: {}", id, err);
+    if (auto err = adapter->abort(id))
+      spdlog::debug("relay: abort of {}: {}", id, describe(err));
   }
 };
 
@@ -197,8 +197,8 @@ class control final : public oe::Control::Service {
   Status GetServerInfo(ServerContext*, const oe::GetServerInfoRequest*,
                        oe::ServerInfo* out) override {
     engine::engine_info info;
-    if (auto err = r_.server_info(info); !err.empty())
-      return {StatusCode::UNAVAILABLE, err};
+    if (auto err = r_.server_info(info))
+      return {StatusCode::UNAVAILABLE, describe(err)};
     out->set_engine_name("outrider-sidecar (" + info.protocol + ")");
     out->set_instance_id(info.instance_id);
     out->set_engine_role(info.role == "prefill"  ? oe::ENGINE_ROLE_PREFILL
@@ -217,8 +217,8 @@ class control final : public oe::Control::Service {
   Status GetModelInfo(ServerContext*, const oe::GetModelInfoRequest*,
                       oe::ModelInfo* out) override {
     engine::engine_info info;
-    if (auto err = r_.server_info(info); !err.empty())
-      return {StatusCode::UNAVAILABLE, err};
+    if (auto err = r_.server_info(info))
+      return {StatusCode::UNAVAILABLE, describe(err)};
     out->set_model_id(info.model);
     out->set_served_model_name(info.model);
     return Status::OK;
@@ -250,13 +250,13 @@ class control final : public oe::Control::Service {
                oe::AbortResponse* out) override {
     if (in->target_case() != oe::AbortRequest::kRequestId)
       return {StatusCode::UNIMPLEMENTED, "only aborts by request_id"};
-    std::string err;
+    caf::error err;
     {
       std::lock_guard<std::mutex> guard{r_.adapter_mtx};
       err = r_.adapter->abort(in->request_id());
     }
-    if (!err.empty())
-      return {StatusCode::NOT_FOUND, err};
+    if (err)
+      return {StatusCode::NOT_FOUND, describe(err)};
     out->set_status(oe::ABORT_STATUS_ABORTED);
     return Status::OK;
   }
@@ -341,7 +341,7 @@ relay::~relay() {
   stop();
 }
 
-std::string relay::start() {
+caf::error relay::start() {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(impl_->cfg.listen, grpc::InsecureServerCredentials(),
@@ -350,7 +350,8 @@ std::string relay::start() {
   builder.RegisterService(impl_->control_service.get());
   impl_->server = builder.BuildAndStart();
   if (!impl_->server || port == 0)
-    return "relay: cannot listen on " + impl_->cfg.listen;
+    return make_error(errc::bind_failed,
+                      "relay: cannot listen on " + impl_->cfg.listen);
   spdlog::info("relay: serving OpenEngine on {}", impl_->cfg.listen);
   return {};
 }

@@ -39,8 +39,8 @@ class relay {
  public:
   explicit relay(relay_config cfg);
   ~relay();
-  /// Error text, or empty once listening.
-  std::string start();
+  /// Listens; `bind_failed` when the address cannot be had.
+  caf::error start();
   void stop();
 
   struct impl; // public for the services in relay.cpp

@@ -79,8 +79,8 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
   rcfg.sys = sys;
   rcfg.indexer = indexer;
   auto server = std::make_shared<relay>(rcfg);
-  if (auto err = server->start(); !err.empty())
-    ctx.control->request_exit(1, err);
+  if (auto err = server->start())
+    ctx.control->request_exit(1, describe(err));
   ctx.stop_hooks.push_back([server] { server->stop(); });
   // SIGTERM: the lifecycle withdraws the record before anything stops.
   ctx.pre_stop_hooks.push_back([lifecycle] {

@@ -17,9 +17,28 @@ void deadline(grpc::ClientContext& ctx) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds{5});
 }
 
-std::string describe(const grpc::Status& s) {
-  return "gRPC " + std::to_string(static_cast<int>(s.error_code())) + ": " +
-         s.error_message();
+// gRPC statuses become outrider errors here, at the edge: a caller
+// retries what is unreachable and gives up on what was refused.
+caf::error from_status(const grpc::Status& s) {
+  auto what = "gRPC " + std::to_string(static_cast<int>(s.error_code())) +
+              ": " + s.error_message();
+  switch (s.error_code()) {
+  case grpc::StatusCode::UNAVAILABLE:
+  case grpc::StatusCode::DEADLINE_EXCEEDED:
+  case grpc::StatusCode::CANCELLED:
+    return make_error(errc::engine_unreachable, std::move(what));
+  default:
+    return make_error(errc::engine_refused, std::move(what));
+  }
+}
+
+caf::error malformed(std::string what) {
+  return make_error(errc::engine_malformed, std::move(what));
+}
+
+caf::error not_known_yet() {
+  return make_error(errc::engine_unreachable,
+                    "the engine's protocol is not known yet");
 }
 
 std::string host_of(const std::string& endpoint) {
@@ -32,19 +51,19 @@ class vllm_adapter final : public engine_adapter {
   explicit vllm_adapter(std::shared_ptr<grpc::Channel> ch, std::string host)
     : control_(vllm::Control::NewStub(ch)), host_(std::move(host)) {}
 
-  std::string server_info(engine_info& out) override {
+  caf::error server_info(engine_info& out) override {
     grpc::ClientContext ctx;
     deadline(ctx);
     vllm::GetServerInfoRequest req;
     vllm::ServerInfo info;
     if (auto st = control_->GetServerInfo(&ctx, req, &info); !st.ok())
-      return describe(st);
+      return from_status(st);
     grpc::ClientContext mctx;
     deadline(mctx);
     vllm::GetModelInfoRequest mreq;
     vllm::ModelInfo model;
     if (auto st = control_->GetModelInfo(&mctx, mreq, &model); !st.ok())
-      return describe(st);
+      return from_status(st);
     out.instance_id = info.instance_id();
     out.model = model.served_model_name();
     out.kv_block_size = info.kv_block_size();
@@ -53,21 +72,21 @@ class vllm_adapter final : public engine_adapter {
       std::max(1u, info.parallelism().data_parallel_size());
     out.protocol = "vllm";
     if (out.instance_id.empty())
-      return "the engine reported no instance_id";
+      return malformed("the engine reported no instance_id");
     return {};
   }
 
-  std::string kv_sources(std::vector<kv_source>& out) override {
+  caf::error kv_sources(std::vector<kv_source>& out) override {
     grpc::ClientContext ctx;
     deadline(ctx);
     vllm::GetKvEventSourcesRequest req;
     vllm::GetKvEventSourcesResponse resp;
     if (auto st = control_->GetKvEventSources(&ctx, req, &resp); !st.ok())
-      return describe(st);
+      return from_status(st);
     for (const auto& s : resp.sources()) {
       if (s.transport() != "zmq" || s.encoding() != "msgpack")
-        return "unsupported KV event source: " + s.transport() + "/" +
-               s.encoding();
+        return malformed("unsupported KV event source: " + s.transport() + "/" +
+                         s.encoding());
       kv_source k;
       k.rank = s.has_data_parallel_rank()
                  ? static_cast<int>(s.data_parallel_rank())
@@ -81,23 +100,23 @@ class vllm_adapter final : public engine_adapter {
     return {};
   }
 
-  std::string abort(const std::string& id) override {
+  caf::error abort(const std::string& id) override {
     grpc::ClientContext ctx;
     deadline(ctx);
     vllm::AbortRequest req;
     req.add_request_ids(id);
     vllm::AbortResponse resp;
     auto st = control_->Abort(&ctx, req, &resp);
-    return st.ok() ? std::string{} : describe(st);
+    return st.ok() ? caf::error{} : from_status(st);
   }
 
-  std::string shutdown() override {
+  caf::error shutdown() override {
     grpc::ClientContext ctx;
     deadline(ctx);
     vllm::ShutdownRequest req;
     vllm::ShutdownResponse resp;
     auto st = control_->Shutdown(&ctx, req, &resp);
-    return st.ok() ? std::string{} : describe(st);
+    return st.ok() ? caf::error{} : from_status(st);
   }
 
  private:
@@ -132,25 +151,25 @@ class openengine_adapter final : public engine_adapter {
     return st;
   }
 
-  std::string server_info(engine_info& out) override {
+  caf::error server_info(engine_info& out) override {
     if (auto st = info(out); !st.ok())
-      return describe(st);
+      return from_status(st);
     if (out.instance_id.empty())
-      return "the engine reported no instance_id";
+      return malformed("the engine reported no instance_id");
     return {};
   }
 
-  std::string kv_sources(std::vector<kv_source>& out) override {
+  caf::error kv_sources(std::vector<kv_source>& out) override {
     grpc::ClientContext ctx;
     deadline(ctx);
     oe::GetKvEventSourcesRequest req;
     oe::GetKvEventSourcesResponse resp;
     if (auto st = control_->GetKvEventSources(&ctx, req, &resp); !st.ok())
-      return describe(st);
+      return from_status(st);
     for (const auto& s : resp.sources()) {
       if (s.transport() != "zmq" || s.encoding() != "msgpack")
-        return "unsupported KV event source: " + s.transport() + "/" +
-               s.encoding();
+        return malformed("unsupported KV event source: " + s.transport() + "/" +
+                         s.encoding());
       kv_source k;
       k.rank = static_cast<int>(s.data_parallel_rank());
       k.endpoint = "tcp://" + s.endpoint_addr().host() + ":" +
@@ -164,18 +183,19 @@ class openengine_adapter final : public engine_adapter {
     return {};
   }
 
-  std::string abort(const std::string& id) override {
+  caf::error abort(const std::string& id) override {
     grpc::ClientContext ctx;
     deadline(ctx);
     oe::AbortRequest req;
     req.set_request_id(id);
     oe::AbortResponse resp;
     auto st = control_->Abort(&ctx, req, &resp);
-    return st.ok() ? std::string{} : describe(st);
+    return st.ok() ? caf::error{} : from_status(st);
   }
 
-  std::string shutdown() override {
-    return "OpenEngine has no call to shut an engine down";
+  caf::error shutdown() override {
+    return make_error(errc::engine_refused,
+                      "OpenEngine has no call to shut an engine down");
   }
 
  private:
@@ -188,34 +208,32 @@ class auto_adapter final : public engine_adapter {
   auto_adapter(std::shared_ptr<grpc::Channel> ch, std::string host)
     : oe_(ch), vllm_(ch, std::move(host)) {}
 
-  std::string server_info(engine_info& out) override {
+  caf::error server_info(engine_info& out) override {
     if (!chosen_) {
       auto st = oe_.info(out);
       if (st.ok()) {
         chosen_ = &oe_;
-        return out.instance_id.empty() ? "the engine reported no instance_id"
-                                       : std::string{};
+        return out.instance_id.empty()
+                 ? malformed("the engine reported no instance_id")
+                 : caf::error{};
       }
       if (st.error_code() != grpc::StatusCode::UNIMPLEMENTED)
-        return describe(st);
+        return from_status(st);
       chosen_ = &vllm_;
     }
     return chosen_->server_info(out);
   }
 
-  std::string kv_sources(std::vector<kv_source>& out) override {
-    return chosen_ ? chosen_->kv_sources(out)
-                   : "the engine's protocol is not known yet";
+  caf::error kv_sources(std::vector<kv_source>& out) override {
+    return chosen_ ? chosen_->kv_sources(out) : not_known_yet();
   }
 
-  std::string abort(const std::string& id) override {
-    return chosen_ ? chosen_->abort(id)
-                   : "the engine's protocol is not known yet";
+  caf::error abort(const std::string& id) override {
+    return chosen_ ? chosen_->abort(id) : not_known_yet();
   }
 
-  std::string shutdown() override {
-    return chosen_ ? chosen_->shutdown()
-                   : "the engine's protocol is not known yet";
+  caf::error shutdown() override {
+    return chosen_ ? chosen_->shutdown() : not_known_yet();
   }
 
  private:

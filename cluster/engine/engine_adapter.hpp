@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cluster/engine/engine_info.hpp"
+#include "runtime/errors.hpp"
 
 namespace outrider::engine {
 
@@ -14,12 +15,14 @@ namespace outrider::engine {
 class engine_adapter {
  public:
   virtual ~engine_adapter() = default;
-  /// Error text, or empty and `out` filled.
-  virtual std::string server_info(engine_info& out) = 0;
-  virtual std::string kv_sources(std::vector<kv_source>& out) = 0;
-  virtual std::string abort(const std::string& request_id) = 0;
+  /// Fills `out`, or says why not: `engine_unreachable` (retry later),
+  /// `engine_refused` (the engine said no), `engine_malformed` (its answer
+  /// is unusable).
+  virtual caf::error server_info(engine_info& out) = 0;
+  virtual caf::error kv_sources(std::vector<kv_source>& out) = 0;
+  virtual caf::error abort(const std::string& request_id) = 0;
   /// Asks the engine process to stop (vLLM's Control.Shutdown).
-  virtual std::string shutdown() = 0;
+  virtual caf::error shutdown() = 0;
 };
 
 /// `protocol`: openengine, vllm or auto (OpenEngine first, then vLLM).
