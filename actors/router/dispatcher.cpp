@@ -30,6 +30,33 @@ struct dispatcher::kv_session_ref {
   oe::KvSessionRef ref;
 };
 
+dispatcher::stats dispatcher::stats::make() {
+  auto& m = runtime::global_metrics();
+  stats s;
+  s.ttft =
+    &m.get_histogram("outrider_router_ttft_seconds", "Time to the first token",
+                     runtime::metrics_registry::latency_bounds());
+  s.itl = &m.get_histogram("outrider_router_inter_token_seconds",
+                           "Time between streamed tokens",
+                           runtime::metrics_registry::latency_bounds());
+  s.overhead = &m.get_histogram(
+    "outrider_router_overhead_seconds",
+    "Router time per request: hashing, index lookup, selection",
+    {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.005});
+  s.migrations = &m.get_counter("outrider_router_migrations_total",
+                                "Streams moved to another worker");
+  s.queue_depth =
+    &m.get_gauge("outrider_router_queue_depth",
+                 "Requests waiting for a worker below the queue threshold");
+  for (const char* outcome :
+       {"no_prefill_pool", "local_prefill", "prefill_failed", "remote_prefill"})
+    s.disagg_outcomes[outcome] =
+      &m.get_counter("outrider_router_disagg_decisions_total",
+                     "Conditional disaggregation decisions, by outcome",
+                     {{"outcome", outcome}});
+  return s;
+}
+
 dispatcher::dispatcher(caf::actor_system& sys,
                        runtime::slot_ptr<kv_router_actor> router,
                        int migration_limit, std::optional<disagg_config> disagg,
@@ -70,13 +97,7 @@ route_decision dispatcher::place(std::shared_ptr<route_request> req) {
 std::shared_ptr<dispatcher::kv_session_ref>
 dispatcher::maybe_remote_prefill(const std::vector<uint32_t>& tokens,
                                  const route_decision& d) {
-  auto& m = runtime::global_metrics();
-  auto count = [&](const char* outcome) {
-    m.get_counter("outrider_router_disagg_decisions_total",
-                  "Conditional disaggregation decisions, by outcome",
-                  {{"outcome", outcome}})
-      .inc();
-  };
+  auto count = [&](const char* outcome) { stats_.disagg(outcome).inc(); };
   auto preq = std::make_shared<route_request>();
   preq->tokens = tokens;
   preq->role = "prefill";
@@ -135,103 +156,63 @@ dispatcher::channel_for(const std::string& endpoint) {
   return ch;
 }
 
-generate_outcome dispatcher::generate(
-  const generate_params& p,
-  const std::function<bool(const std::vector<uint32_t>&)>& on_tokens) {
-  auto& m = runtime::global_metrics();
-  static auto& ttft =
-    m.get_histogram("outrider_router_ttft_seconds", "Time to the first token",
-                    runtime::metrics_registry::latency_bounds());
-  static auto& itl = m.get_histogram(
-    "outrider_router_inter_token_seconds", "Time between streamed tokens",
-    runtime::metrics_registry::latency_bounds());
-  static auto& overhead = m.get_histogram(
-    "outrider_router_overhead_seconds",
-    "Router time per request: hashing, index lookup, selection",
-    {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.005});
-  static auto& migrations = m.get_counter("outrider_router_migrations_total",
-                                          "Streams moved to another worker");
-  generate_outcome out;
-  out.prompt_tokens = static_cast<uint32_t>(p.prompt.size());
-  auto t0 = clock_type::now();
-  auto last_token = t0;
-  std::vector<std::string> exclude;
-  for (int attempt = 0;; ++attempt) {
-    auto req = std::make_shared<route_request>();
-    req->tokens = p.prompt;
-    req->tokens.insert(req->tokens.end(), out.tokens.begin(), out.tokens.end());
-    req->exclude = exclude;
+// The dispatcher's side of the migration loop: placement through the
+// router actor, streams through cluster/engine, metrics.
+class dispatcher::attempts final : public attempt_seams {
+ public:
+  attempts(dispatcher& d, const generate_params& p) : d_(d), p_(p) {}
+
+  route_decision place(const route_request& in) override {
     auto tp = clock_type::now();
+    auto req = std::make_shared<route_request>(in);
     // With disaggregation the request is decoded on a decode worker (any
     // decoding worker when there is no decode pool).
-    req->role = disagg_ ? "decode" : "";
-    auto d = place(req);
-    if (!d.ok && !d.busy && disagg_) {
+    req->role = d_.disagg_ ? "decode" : "";
+    auto d = d_.place(req);
+    if (!d.ok && !d.busy && d_.disagg_) {
       req->role.clear();
-      d = place(req);
+      d = d_.place(req);
     }
     if (d.busy) {
       // Every worker is busy: wait here rather than pile on (bounded).
-      static auto& depth =
-        m.get_gauge("outrider_router_queue_depth",
-                    "Requests waiting for a worker below the queue threshold");
-      depth.add(1);
+      d_.stats_.queue_depth->add(1);
       for (int i = 0; i < 60000 && d.busy; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds{5});
-        d = place(req);
+        d = d_.place(req);
       }
-      depth.add(-1);
+      d_.stats_.queue_depth->add(-1);
     }
-    overhead.observe(seconds(clock_type::now() - tp));
-    if (!d.ok) {
-      out.http_status = 503;
-      out.error = d.error;
-      return out;
-    }
-    if (attempt == 0)
-      out.cached_tokens = 0;
-    out.worker_id = d.worker_id;
-    oe::GenerateRequest greq;
-    // An id of our own, to abort the request on the engine in direct mode.
-    greq.set_request_id("router-" + std::to_string(::getpid()) + "-" +
-                        std::to_string(next_id_.fetch_add(1)));
-    greq.mutable_token_ids()->mutable_ids()->Add(req->tokens.begin(),
-                                                 req->tokens.end());
-    greq.mutable_stopping()->set_max_tokens(
-      p.max_tokens - static_cast<uint32_t>(out.tokens.size()));
-    if (p.temperature)
-      greq.mutable_sampling()->set_temperature(*p.temperature);
-    if (disagg_ && out.tokens.empty() && d.worker_id.size()) {
-      if (auto session = maybe_remote_prefill(req->tokens, d))
+    d_.stats_.overhead->observe(seconds(clock_type::now() - tp));
+    return d;
+  }
+
+  attempt_result
+  stream(const route_decision& d, const std::vector<uint32_t>& tokens,
+         uint32_t max_tokens, int attempt, generate_outcome& out,
+         const std::function<bool(const std::vector<uint32_t>&)>& on_tokens)
+    override {
+    auto greq = request(tokens, max_tokens);
+    if (d_.disagg_ && out.tokens.empty() && !d.worker_id.empty()) {
+      if (auto session = d_.maybe_remote_prefill(tokens, d))
         *greq.mutable_kv()->mutable_session() = session->ref;
     }
     // Through the worker's relay (OpenEngine), or straight to its engine in
     // whatever dialect the engine speaks.
-    auto endpoint = direct_ ? d.engine_endpoint : d.endpoint;
+    auto endpoint = d_.direct_ ? d.engine_endpoint : d.endpoint;
     auto dialect =
-      direct_ ? engine::dialect_of(d.protocol) : engine::dialect::openengine;
+      d_.direct_ ? engine::dialect_of(d.protocol) : engine::dialect::openengine;
     grpc::ClientContext ctx;
     bool prefilled = false;
     auto result = engine::stream_generate(
-      *channel_for(endpoint), dialect, greq,
+      *d_.channel_for(endpoint), dialect, greq,
       {{"openengine-target-dp-rank", std::to_string(d.rank)}}, ctx,
       [&](const oe::GenerateResponse& resp, uint32_t) {
         if (resp.has_token()) {
-          std::vector<uint32_t> chunk;
-          for (const auto& t : resp.token().tokens())
-            chunk.push_back(t.token_id());
-          auto now = clock_type::now();
-          if (out.tokens.empty())
-            ttft.observe(seconds(now - t0));
-          else
-            itl.observe(seconds(now - last_token));
-          last_token = now;
           if (!prefilled) {
             prefilled = true;
-            caf::anon_send(router_->get(), prefilled_atom::value, d.key);
+            caf::anon_send(d_.router_->get(), prefilled_atom::value, d.key);
           }
-          out.tokens.insert(out.tokens.end(), chunk.begin(), chunk.end());
-          return on_tokens(chunk);
+          return deliver(resp, out, on_tokens);
         }
         if (resp.has_finished()) {
           out.finish_reason = resp.finished().reason() == oe::FINISH_REASON_STOP
@@ -242,42 +223,85 @@ generate_outcome dispatcher::generate(
         }
         return true;
       });
-    auto st = result.status;
-    bool cancelled = result.cancelled;
-    caf::anon_send(router_->get(), release_atom::value, d.key);
-    if (cancelled && direct_) {
-      // Engines keep generating for a dropped stream: abort it (the relay
-      // does this itself in relay mode).
-      auto err = engine::make_engine_adapter(d.protocol, d.engine_endpoint)
-                   ->abort(greq.request_id());
-      if (err)
-        spdlog::debug("router: abort on {}: {}", d.worker_id, describe(err));
-    }
-    if (cancelled) {
-      out.http_status = 499;
-      out.error = "cancelled by the client";
-      return out;
-    }
-    if (st.ok()) {
-      out.ok = true;
-      if (out.finish_reason.empty())
-        out.finish_reason = "length";
-      return out;
-    }
-    bool migratable = st.error_code() == grpc::StatusCode::UNAVAILABLE &&
-                      out.tokens.size() < p.max_tokens;
-    if (!migratable || attempt >= migration_limit_) {
-      out.http_status =
-        st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? 400 : 502;
-      out.error = "worker " + d.worker_id + ": " + st.error_message();
-      return out;
-    }
-    migrations.inc();
-    ++out.migrations;
+    if (result.cancelled && d_.direct_)
+      abort_on_engine(d, greq.request_id());
+    return outcome(result);
+  }
+
+  void release(const route_decision& d) override {
+    caf::anon_send(d_.router_->get(), release_atom::value, d.key);
+  }
+
+  void migrating(const route_decision& d,
+                 const generate_outcome& out) override {
+    d_.stats_.migrations->inc();
     spdlog::warn("router: stream on {} broke after {} tokens; migrating",
                  d.worker_id, out.tokens.size());
-    exclude.push_back(d.worker_id);
   }
+
+ private:
+  oe::GenerateRequest request(const std::vector<uint32_t>& tokens,
+                              uint32_t max_tokens) {
+    oe::GenerateRequest greq;
+    // An id of our own, to abort the request on the engine in direct mode.
+    greq.set_request_id("router-" + std::to_string(::getpid()) + "-" +
+                        std::to_string(d_.next_id_.fetch_add(1)));
+    greq.mutable_token_ids()->mutable_ids()->Add(tokens.begin(), tokens.end());
+    greq.mutable_stopping()->set_max_tokens(max_tokens);
+    if (p_.temperature)
+      greq.mutable_sampling()->set_temperature(*p_.temperature);
+    return greq;
+  }
+
+  bool
+  deliver(const oe::GenerateResponse& resp, generate_outcome& out,
+          const std::function<bool(const std::vector<uint32_t>&)>& on_tokens) {
+    std::vector<uint32_t> chunk;
+    for (const auto& t : resp.token().tokens())
+      chunk.push_back(t.token_id());
+    auto now = clock_type::now();
+    if (out.tokens.empty())
+      d_.stats_.ttft->observe(seconds(now - t0_));
+    else
+      d_.stats_.itl->observe(seconds(now - last_token_));
+    last_token_ = now;
+    out.tokens.insert(out.tokens.end(), chunk.begin(), chunk.end());
+    return on_tokens(chunk);
+  }
+
+  // Engines keep generating for a dropped stream: abort it (the relay does
+  // this itself in relay mode).
+  void abort_on_engine(const route_decision& d, const std::string& id) {
+    auto err =
+      engine::make_engine_adapter(d.protocol, d.engine_endpoint)->abort(id);
+    if (err)
+      spdlog::debug("router: abort on {}: {}", d.worker_id, describe(err));
+  }
+
+  static attempt_result outcome(const engine::stream_outcome& r) {
+    if (r.cancelled)
+      return {attempt_end::cancelled, {}};
+    const auto& st = r.status;
+    if (st.ok())
+      return {attempt_end::finished, {}};
+    auto code = st.error_code();
+    return {code == grpc::StatusCode::UNAVAILABLE ? attempt_end::unavailable
+            : code == grpc::StatusCode::INVALID_ARGUMENT ? attempt_end::invalid
+                                                         : attempt_end::failed,
+            st.error_message()};
+  }
+
+  dispatcher& d_;
+  const generate_params& p_;
+  clock_type::time_point t0_ = clock_type::now();
+  clock_type::time_point last_token_ = t0_;
+};
+
+generate_outcome dispatcher::generate(
+  const generate_params& p,
+  const std::function<bool(const std::vector<uint32_t>&)>& on_tokens) {
+  attempts seams{*this, p};
+  return run_with_migration(p, migration_limit_, seams, on_tokens);
 }
 
 } // namespace outrider::router

@@ -11,32 +11,15 @@
 
 #include "actors/router/disagg_policy.hpp"
 #include "actors/router/kv_router.hpp"
+#include "actors/router/migration.hpp"
 #include "runtime/actor_slot.hpp"
+#include "runtime/metrics.hpp"
 
 namespace grpc {
 class Channel;
 }
 
 namespace outrider::router {
-
-struct generate_params {
-  std::vector<uint32_t> prompt;
-  uint32_t max_tokens = 16;
-  std::optional<double> temperature;
-  std::string model;
-};
-
-struct generate_outcome {
-  bool ok = false;
-  int http_status = 200; // for the HTTP frontend
-  std::string error;
-  std::vector<uint32_t> tokens;
-  std::string finish_reason; // "length" or "stop"
-  uint32_t prompt_tokens = 0;
-  uint32_t cached_tokens = 0; // prefix blocks the chosen worker held
-  int migrations = 0;
-  std::string worker_id;
-};
 
 /// Sends requests where the router says, straight from the caller's thread
 /// (the hot path stays off actor mailboxes): asks the router actor for a
@@ -65,6 +48,22 @@ class dispatcher {
   struct kv_session_ref; // an OpenEngine KvSessionRef
 
  private:
+  class attempts; // the migration loop's seams
+
+  // Metric handles, built once.
+  struct stats {
+    runtime::histogram* ttft = nullptr;
+    runtime::histogram* itl = nullptr;
+    runtime::histogram* overhead = nullptr;
+    runtime::counter* migrations = nullptr;
+    runtime::gauge* queue_depth = nullptr;
+    std::map<std::string, runtime::counter*> disagg_outcomes;
+    runtime::counter& disagg(const std::string& outcome) {
+      return *disagg_outcomes.at(outcome);
+    }
+    static stats make();
+  };
+
   std::shared_ptr<grpc::Channel> channel_for(const std::string& endpoint);
   route_decision place(std::shared_ptr<route_request> req);
   /// Conditional disaggregation: prefills remotely when the policy says so
@@ -79,6 +78,7 @@ class dispatcher {
   std::optional<disagg_config> disagg_;
   std::optional<double> queue_threshold_;
   bool direct_ = false; // --dispatch direct: straight to the engines
+  stats stats_ = stats::make();
   std::atomic<uint64_t> next_id_{0};
   // The router actor's generation that last placed a request.
   std::atomic<uint64_t> placed_generation_{0};

@@ -1,0 +1,76 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/router/placement.hpp"
+
+namespace outrider::router {
+
+struct generate_params {
+  std::vector<uint32_t> prompt;
+  uint32_t max_tokens = 16;
+  std::optional<double> temperature;
+  std::string model;
+};
+
+struct generate_outcome {
+  bool ok = false;
+  int http_status = 200; // for the HTTP frontend
+  std::string error;
+  std::vector<uint32_t> tokens;
+  std::string finish_reason; // "length" or "stop"
+  uint32_t prompt_tokens = 0;
+  uint32_t cached_tokens = 0; // prefix blocks the chosen worker held
+  int migrations = 0;
+  std::string worker_id;
+};
+
+/// How one streamed attempt on a worker ended.
+enum class attempt_end {
+  finished,    ///< the engine finished the request
+  cancelled,   ///< the client went away (`on_tokens` returned false)
+  unavailable, ///< the stream broke (worker or engine gone): migratable
+  invalid,     ///< the engine refused the request (a client error)
+  failed,      ///< any other error
+};
+
+struct attempt_result {
+  attempt_end end = attempt_end::failed;
+  std::string message; // why, when it did not finish
+};
+
+/// What the migration loop needs from the world; the dispatcher implements
+/// it with the router actor and engine streams, tests with a double.
+class attempt_seams {
+ public:
+  virtual ~attempt_seams() = default;
+  /// Picks a worker for `req` (waiting while every worker is busy).
+  virtual route_decision place(const route_request& req) = 0;
+  /// Streams `tokens` (the prompt plus what earlier attempts produced) on
+  /// `d`'s worker for at most `max_tokens`; appends new tokens to
+  /// `out.tokens` and hands each chunk to `on_tokens`, and records the
+  /// finish reason and (on the first attempt) the cached prompt tokens.
+  virtual attempt_result stream(
+    const route_decision& d, const std::vector<uint32_t>& tokens,
+    uint32_t max_tokens, int attempt, generate_outcome& out,
+    const std::function<bool(const std::vector<uint32_t>&)>& on_tokens) = 0;
+  /// The attempt is over: its load booking goes.
+  virtual void release(const route_decision& d) = 0;
+  /// A stream is being moved to another worker (metrics, log).
+  virtual void migrating(const route_decision&, const generate_outcome&) {}
+};
+
+/// Runs a request to its end, migrating a broken stream: the tokens so far
+/// are appended to the prompt and the request continues on another worker
+/// (the failed ones excluded), at most `migration_limit` times, so the
+/// caller sees one contiguous stream. Outcomes: ok, 499 (cancelled), 503 (no
+/// worker), 400 (refused), 502 (failed, or broken past the limit).
+generate_outcome run_with_migration(
+  const generate_params& p, int migration_limit, attempt_seams& seams,
+  const std::function<bool(const std::vector<uint32_t>&)>& on_tokens);
+
+} // namespace outrider::router
