@@ -55,6 +55,13 @@ void add_crash_route(status_server& status, caf::actor_system& sys,
     /*any_method=*/true);
 }
 
+// What the run loop hands to the role's actors.
+struct role_parts {
+  std::shared_ptr<health_state> health;
+  std::shared_ptr<process_control> control;
+  status_server& status;
+};
+
 } // namespace
 
 void process_control::request_exit(int code, const std::string& reason) {
@@ -79,16 +86,112 @@ supervisor_policy policy_from(const options& opts) {
   return p;
 }
 
-int run_process(const options& opts, const role_builder& build) {
-  // Signals are taken synchronously by this thread; every thread started
-  // below inherits the mask.
+namespace {
+
+// Signals are taken synchronously by the main thread; every thread started
+// after this inherits the mask.
+sigset_t block_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
 
+caf::actor_system_config actor_system_config_from(const options& opts) {
+  caf::actor_system_config cfg;
+  auto threads = opts.get_int("scheduler-threads");
+  if (threads == 0)
+    threads = std::max(2u, std::thread::hardware_concurrency());
+  cfg.set("scheduler.max-threads", static_cast<size_t>(threads));
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  add_error_category(cfg);
+  return cfg;
+}
+
+// Waits for a signal or an exit request; 200 ms granularity.
+void wait_for_exit(const sigset_t& signals, process_control& control) {
+  timespec tick{0, 200'000'000};
+  while (control.exit_code() < 0) {
+    int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig == SIGTERM || sig == SIGINT) {
+      spdlog::info("received {}; shutting down",
+                   sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      control.request_exit(0, "signal");
+    }
+  }
+}
+
+// Runs `stop` with a watchdog that ends the process with `code` when it
+// does not finish within `timeout` (actors that hang).
+void bounded(std::chrono::milliseconds timeout, int code,
+             const std::function<void()>& stop) {
+  std::mutex mtx;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> guard{mtx};
+    if (!cv.wait_for(guard, timeout, [&] { return done; })) {
+      spdlog::error("shutdown did not finish within {} ms; exiting anyway",
+                    timeout.count());
+      spdlog::default_logger()->flush();
+      std::_Exit(code);
+    }
+  });
+  stop();
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    done = true;
+  }
+  cv.notify_all();
+  watchdog.join();
+}
+
+// The actor system and the role's actors under the root supervisor, until
+// the process is asked to exit; returns the exit code.
+int run_actors(const options& opts, const role_builder& build,
+               const sigset_t& signals, role_parts parts) {
+  auto cfg = actor_system_config_from(opts);
+  caf::actor_system sys{cfg};
+  std::vector<std::function<void()>> stop_hooks;
+  std::vector<std::function<void()>> pre_stop_hooks;
+  role_context ctx{opts,         sys,        parts.health,  parts.control,
+                   parts.status, stop_hooks, pre_stop_hooks};
+  auto children = build(ctx);
+  if (opts.get_bool("debug-hang-on-shutdown"))
+    children.push_back({"debug-hang", [](caf::actor_system& s) {
+                          return s.spawn(hang_on_shutdown);
+                        }});
+  auto sup = spawn_supervisor(sys, policy_from(opts), std::move(children));
+  if (opts.get_bool("debug-crash-endpoint"))
+    add_crash_route(parts.status, sys, sup);
+  auto control = parts.control;
+  sup->attach_functor([control](const caf::error& reason) {
+    if (!is_normal_exit(reason))
+      control->request_exit(1, "supervisor gave up");
+  });
+  wait_for_exit(signals, *control);
+  auto code = control->exit_code();
+  parts.health->begin_shutdown();
+  if (code != 0)
+    spdlog::error("exiting: {}", control->reason());
+  bounded(opts.get_duration("shutdown-timeout"), code, [&] {
+    for (auto& hook : pre_stop_hooks)
+      hook();
+    caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
+    sys.await_all_actors_done();
+    for (auto i = stop_hooks.rbegin(); i != stop_hooks.rend(); ++i)
+      (*i)();
+  });
+  return code;
+}
+
+} // namespace
+
+int run_process(const options& opts, const role_builder& build) {
+  auto signals = block_signals();
   const auto& role = opts.get_string("role");
   auto health = std::make_shared<health_state>(role);
   auto control = std::make_shared<process_control>();
@@ -106,76 +209,7 @@ int run_process(const options& opts, const role_builder& build) {
     .get_gauge("outrider_build_info", "Version and role of this process",
                {{"version", "0.1.0"}, {"role", role}})
     .set(1);
-
-  caf::actor_system_config cfg;
-  auto threads = opts.get_int("scheduler-threads");
-  if (threads == 0)
-    threads = std::max(2u, std::thread::hardware_concurrency());
-  cfg.set("scheduler.max-threads", static_cast<size_t>(threads));
-  cfg.set("logger.verbosity", caf::atom("quiet"));
-  add_error_category(cfg);
-  int code = 0;
-  {
-    caf::actor_system sys{cfg};
-    std::vector<std::function<void()>> stop_hooks;
-    std::vector<std::function<void()>> pre_stop_hooks;
-    role_context ctx{opts,   sys,        health,        control,
-                     status, stop_hooks, pre_stop_hooks};
-    auto children = build(ctx);
-    if (opts.get_bool("debug-hang-on-shutdown"))
-      children.push_back({"debug-hang", [](caf::actor_system& s) {
-                            return s.spawn(hang_on_shutdown);
-                          }});
-    auto sup = spawn_supervisor(sys, policy_from(opts), std::move(children));
-    if (opts.get_bool("debug-crash-endpoint"))
-      add_crash_route(status, sys, sup);
-    sup->attach_functor([control](const caf::error& reason) {
-      if (!is_normal_exit(reason))
-        control->request_exit(1, "supervisor gave up");
-    });
-
-    // Wait for a signal or an exit request; 200 ms granularity.
-    timespec tick{0, 200'000'000};
-    while (control->exit_code() < 0) {
-      int sig = sigtimedwait(&signals, nullptr, &tick);
-      if (sig == SIGTERM || sig == SIGINT) {
-        spdlog::info("received {}; shutting down",
-                     sig == SIGTERM ? "SIGTERM" : "SIGINT");
-        control->request_exit(0, "signal");
-      }
-    }
-    code = control->exit_code();
-    health->begin_shutdown();
-    if (code != 0)
-      spdlog::error("exiting: {}", control->reason());
-
-    // Bounded shutdown: a watchdog ends the process if actors hang.
-    auto timeout = opts.get_duration("shutdown-timeout");
-    std::mutex mtx;
-    std::condition_variable cv;
-    bool done = false;
-    std::thread watchdog([&] {
-      std::unique_lock<std::mutex> guard{mtx};
-      if (!cv.wait_for(guard, timeout, [&] { return done; })) {
-        spdlog::error("shutdown did not finish within {} ms; exiting anyway",
-                      timeout.count());
-        spdlog::default_logger()->flush();
-        std::_Exit(code);
-      }
-    });
-    for (auto& hook : pre_stop_hooks)
-      hook();
-    caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
-    sys.await_all_actors_done();
-    for (auto i = stop_hooks.rbegin(); i != stop_hooks.rend(); ++i)
-      (*i)();
-    {
-      std::lock_guard<std::mutex> guard{mtx};
-      done = true;
-    }
-    cv.notify_all();
-    watchdog.join();
-  }
+  auto code = run_actors(opts, build, signals, {health, control, status});
   status.stop();
   spdlog::info("outrider {} stopped", role);
   return code;

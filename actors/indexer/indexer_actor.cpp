@@ -12,6 +12,55 @@ namespace {
 
 constexpr uint64_t compaction_interval = 10000; // batches per rank
 
+// Metric handles, built once (per rank for the gauge).
+struct indexer_stats {
+  runtime::counter* batches = nullptr;
+  runtime::counter* stale = nullptr;
+  runtime::counter* stored = nullptr;
+  runtime::counter* removed = nullptr;
+  runtime::counter* cleared = nullptr;
+  runtime::counter* unknown_parent = nullptr;
+  runtime::counter* unknown_removal = nullptr;
+  std::map<int, runtime::gauge*> blocks; // per rank
+
+  static indexer_stats make() {
+    auto& m = runtime::global_metrics();
+    indexer_stats s;
+    s.batches = &m.get_counter("outrider_kv_batches_applied_total",
+                               "KV event batches applied and persisted");
+    s.stale = &m.get_counter("outrider_kv_batches_out_of_order_total",
+                             "Batches refused because of their sequence");
+    auto kind = [&](const char* what) {
+      return &m.get_counter("outrider_kv_blocks_applied_total",
+                            "Block events applied to the local index, by kind",
+                            {{"kind", what}});
+    };
+    s.stored = kind("stored");
+    s.removed = kind("removed");
+    s.cleared = kind("cleared");
+    s.unknown_parent = kind("unknown_parent");
+    s.unknown_removal = kind("unknown_removal");
+    return s;
+  }
+
+  void count(const apply_stats& st) {
+    stored->inc(st.stored);
+    removed->inc(st.removed);
+    cleared->inc(st.cleared);
+    unknown_parent->inc(st.unknown_parent);
+    unknown_removal->inc(st.unknown_removal);
+  }
+
+  runtime::gauge& blocks_of(int rank) {
+    auto& g = blocks[rank];
+    if (!g)
+      g = &runtime::global_metrics().get_gauge(
+        "outrider_index_blocks", "Blocks in the local index",
+        {{"rank", std::to_string(rank)}});
+    return *g;
+  }
+};
+
 struct indexer_state {
   indexer_state() = default;
   indexer_config cfg;
@@ -20,35 +69,16 @@ struct indexer_state {
   std::string instance_id;
   std::map<int, uint64_t> next_seq;
   std::map<int, uint64_t> since_compaction;
-  runtime::counter* batches = nullptr;
-  runtime::counter* stale = nullptr;
+  indexer_stats stats = indexer_stats::make();
   static inline const char* name = "indexer";
 };
 
 using self_ptr = indexer_actor::stateful_pointer<indexer_state>;
 
-void count(const apply_stats& st) {
-  auto& m = runtime::global_metrics();
-  auto add = [&](const char* what, size_t n) {
-    if (n > 0)
-      m.get_counter("outrider_kv_blocks_applied_total",
-                    "Block events applied to the local index, by kind",
-                    {{"kind", what}})
-        .inc(n);
-  };
-  add("stored", st.stored);
-  add("removed", st.removed);
-  add("cleared", st.cleared);
-  add("unknown_parent", st.unknown_parent);
-  add("unknown_removal", st.unknown_removal);
-}
-
 void publish_gauges(self_ptr self) {
-  auto& m = runtime::global_metrics();
-  for (const auto& [rank, blocks] : self->state.index.ranks())
-    m.get_gauge("outrider_index_blocks", "Blocks in the local index",
-                {{"rank", std::to_string(rank)}})
-      .set(static_cast<double>(blocks.size()));
+  auto& st = self->state;
+  for (const auto& [rank, blocks] : st.index.ranks())
+    st.stats.blocks_of(rank).set(static_cast<double>(blocks.size()));
 }
 
 void tell_cleared(self_ptr self, int rank) {
@@ -80,64 +110,96 @@ indexer_actor::behavior_type indexer(self_ptr self, indexer_config cfg) {
   spdlog::info("indexer: recovered {} blocks of instance '{}' from {}",
                st.index.total_blocks(), st.instance_id, st.cfg.data_dir);
   publish_gauges(self);
-  auto& m = runtime::global_metrics();
-  st.batches = &m.get_counter("outrider_kv_batches_applied_total",
-                              "KV event batches applied and persisted");
-  st.stale = &m.get_counter("outrider_kv_batches_out_of_order_total",
-                            "Batches refused because of their sequence");
   return behavior(self);
+}
+
+void on_apply(self_ptr self, const kv_batch& b) {
+  auto& st = self->state;
+  auto expected = st.next_seq[b.rank];
+  if (b.seq != expected) {
+    st.stats.stale->inc();
+    if (auto sender = caf::actor_cast<caf::actor>(self->current_sender()))
+      caf::anon_send(sender, resync_atom::value, int32_t{b.rank}, expected);
+    return;
+  }
+  if (auto err = st.store.apply(b.rank, b.seq + 1, b.events)) {
+    // Not applied: the forwarder will offer it again after a resync.
+    spdlog::error("indexer: {}", describe(err));
+    return;
+  }
+  st.next_seq[b.rank] = b.seq + 1;
+  st.stats.count(st.index.apply(b.rank, b.events));
+  // Fold the log into a snapshot now and then; recovery stays short.
+  if (++st.since_compaction[b.rank] >= compaction_interval) {
+    st.since_compaction[b.rank] = 0;
+    if (auto err =
+          st.store.compact(b.rank, st.index.ranks().at(b.rank), b.seq + 1))
+      spdlog::error("indexer: {}", describe(err));
+  }
+  st.stats.batches->inc();
+  if (st.cfg.listener)
+    st.cfg.listener->on_batch(b);
+  publish_gauges(self);
+}
+
+// True when `id` is the instance the index belongs to; else resets.
+bool on_instance(self_ptr self, const std::string& id) {
+  auto& st = self->state;
+  if (id == st.instance_id)
+    return true;
+  spdlog::info("indexer: engine instance '{}' replaces '{}': index reset", id,
+               st.instance_id);
+  std::vector<int> ranks;
+  for (const auto& [r, _] : st.index.ranks())
+    ranks.push_back(r);
+  if (auto err = st.store.reset(id))
+    spdlog::error("indexer: {}", describe(err));
+  st.index.clear();
+  st.next_seq.clear();
+  st.instance_id = id;
+  for (auto r : ranks)
+    tell_cleared(self, r);
+  publish_gauges(self);
+  return false;
+}
+
+std::vector<std::shared_ptr<const kv_batch>>
+snapshot_of(const indexer_state& st) {
+  std::vector<std::shared_ptr<const kv_batch>> snap;
+  for (const auto& [rank, blocks] : st.index.ranks()) {
+    auto b = std::make_shared<kv_batch>();
+    b->rank = rank;
+    auto next = st.next_seq.count(rank) ? st.next_seq.at(rank) : 0;
+    b->seq = next > 0 ? next - 1 : 0;
+    b->events = st.index.snapshot_events(rank);
+    snap.push_back(std::move(b));
+  }
+  return snap;
+}
+
+std::string json_of(const indexer_state& st) {
+  nlohmann::json doc;
+  doc["instance_id"] = st.instance_id;
+  auto& ranks = doc["ranks"] = nlohmann::json::object();
+  for (const auto& [rank, blocks] : st.index.ranks()) {
+    auto& r = ranks[std::to_string(rank)];
+    r["next_seq"] = st.next_seq.count(rank) ? st.next_seq.at(rank) : 0;
+    auto& list = r["blocks"] = nlohmann::json::array();
+    for (const auto& [hash, info] : blocks)
+      list.push_back({{"hash", hash},
+                      {"parent", info.parent ? nlohmann::json(*info.parent)
+                                             : nlohmann::json()},
+                      {"token_ids", info.token_ids}});
+  }
+  return doc.dump();
 }
 
 indexer_actor::behavior_type behavior(self_ptr self) {
   return {
     [=](apply_atom, const std::shared_ptr<const kv_batch>& b) {
-      auto& st = self->state;
-      auto expected = st.next_seq[b->rank];
-      if (b->seq != expected) {
-        st.stale->inc();
-        if (auto sender = caf::actor_cast<caf::actor>(self->current_sender()))
-          caf::anon_send(sender, resync_atom::value, int32_t{b->rank},
-                         expected);
-        return;
-      }
-      if (auto err = st.store.apply(b->rank, b->seq + 1, b->events)) {
-        // Not applied: the forwarder will offer it again after a resync.
-        spdlog::error("indexer: {}", describe(err));
-        return;
-      }
-      st.next_seq[b->rank] = b->seq + 1;
-      count(st.index.apply(b->rank, b->events));
-      // Fold the log into a snapshot now and then; recovery stays short.
-      if (++st.since_compaction[b->rank] >= compaction_interval) {
-        st.since_compaction[b->rank] = 0;
-        if (auto err = st.store.compact(b->rank, st.index.ranks().at(b->rank),
-                                        b->seq + 1))
-          spdlog::error("indexer: {}", describe(err));
-      }
-      st.batches->inc();
-      if (st.cfg.listener)
-        st.cfg.listener->on_batch(*b);
-      publish_gauges(self);
+      on_apply(self, *b);
     },
-    [=](instance_atom, const std::string& id) {
-      auto& st = self->state;
-      if (id == st.instance_id)
-        return true;
-      spdlog::info("indexer: engine instance '{}' replaces '{}': index reset",
-                   id, st.instance_id);
-      std::vector<int> ranks;
-      for (const auto& [r, _] : st.index.ranks())
-        ranks.push_back(r);
-      if (auto err = st.store.reset(id))
-        spdlog::error("indexer: {}", describe(err));
-      st.index.clear();
-      st.next_seq.clear();
-      st.instance_id = id;
-      for (auto r : ranks)
-        tell_cleared(self, r);
-      publish_gauges(self);
-      return false;
-    },
+    [=](instance_atom, const std::string& id) { return on_instance(self, id); },
     [=](next_seq_atom, int32_t rank) { return self->state.next_seq[rank]; },
     [=](reset_rank_atom, int32_t rank, uint64_t next) {
       auto& st = self->state;
@@ -154,36 +216,10 @@ indexer_actor::behavior_type behavior(self_ptr self) {
       return static_cast<uint64_t>(self->state.index.total_blocks());
     },
     [=](subscribe_atom, const snapshot_callback& cb) {
-      const auto& st = self->state;
-      std::vector<std::shared_ptr<const kv_batch>> snap;
-      for (const auto& [rank, blocks] : st.index.ranks()) {
-        auto b = std::make_shared<kv_batch>();
-        b->rank = rank;
-        auto next = st.next_seq.count(rank) ? st.next_seq.at(rank) : 0;
-        b->seq = next > 0 ? next - 1 : 0;
-        b->events = st.index.snapshot_events(rank);
-        snap.push_back(std::move(b));
-      }
-      cb(std::move(snap));
+      cb(snapshot_of(self->state));
       return true;
     },
-    [=](snapshot_atom) {
-      const auto& st = self->state;
-      nlohmann::json doc;
-      doc["instance_id"] = st.instance_id;
-      auto& ranks = doc["ranks"] = nlohmann::json::object();
-      for (const auto& [rank, blocks] : st.index.ranks()) {
-        auto& r = ranks[std::to_string(rank)];
-        r["next_seq"] = st.next_seq.count(rank) ? st.next_seq.at(rank) : 0;
-        auto& list = r["blocks"] = nlohmann::json::array();
-        for (const auto& [hash, info] : blocks)
-          list.push_back({{"hash", hash},
-                          {"parent", info.parent ? nlohmann::json(*info.parent)
-                                                 : nlohmann::json()},
-                          {"token_ids", info.token_ids}});
-      }
-      return doc.dump();
-    },
+    [=](snapshot_atom) { return json_of(self->state); },
   };
 }
 

@@ -48,15 +48,7 @@ struct router_parts {
   std::chrono::steady_clock::time_point models_at{};
 };
 
-std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
-                                           const std::string& discovery_dir) {
-  const auto& o = ctx.opts;
-  auto parts = std::make_shared<router_parts>();
-  if (o.get_string("discovery") == "memory")
-    parts->disc = std::make_shared<cluster::memory_discovery>();
-  else
-    parts->disc = std::make_shared<cluster::file_discovery>(
-      discovery_dir, o.get_duration("discovery-ttl"));
+router_config router_config_from(const runtime::options& o) {
   router_config rc;
   rc.mode = o.get_string("router-mode");
   rc.selector.overlap_score_weight = o.get_number("kv-overlap-score-weight");
@@ -64,23 +56,27 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
   rc.model = o.get_string("served-model");
   if (o.get_number("router-queue-threshold") > 0)
     rc.queue_threshold = o.get_number("router-queue-threshold");
-  parts->config = rc;
-  parts->watcher = std::make_unique<worker_watcher>(parts->disc, parts->brain);
+  return rc;
+}
+
+std::unique_ptr<dispatcher> dispatcher_from(runtime::role_context& ctx,
+                                            const router_parts& parts) {
+  const auto& o = ctx.opts;
   std::optional<disagg_config> disagg;
   if (o.get_bool("router-conditional-disagg"))
     disagg = parse_disagg_config(
       o.get_string("router-conditional-disagg-config"), nullptr);
-  std::optional<double> queue_threshold;
-  if (o.get_number("router-queue-threshold") > 0)
-    queue_threshold = o.get_number("router-queue-threshold");
-  parts->dispatch = std::make_unique<dispatcher>(
-    ctx.sys, parts->brain, static_cast<int>(o.get_int("migration-limit")),
-    disagg, queue_threshold, o.get_string("dispatch") == "direct");
-  auto served = rc.model;
+  return std::make_unique<dispatcher>(
+    ctx.sys, parts.brain, static_cast<int>(o.get_int("migration-limit")),
+    disagg, parts.config.queue_threshold, o.get_string("dispatch") == "direct");
+}
+
+// The models to list and accept: the configured one, else the workers'
+// (read from discovery at most once a second).
+std::function<std::vector<std::string>()>
+models_of(const std::shared_ptr<router_parts>& parts) {
   std::weak_ptr<router_parts> weak = parts;
-  // The models to list and accept: the configured one, else the workers'
-  // (read from discovery at most once a second).
-  auto models = [weak, served]() -> std::vector<std::string> {
+  return [weak, served = parts->config.model]() -> std::vector<std::string> {
     if (!served.empty())
       return {served};
     auto p = weak.lock();
@@ -97,33 +93,55 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
     }
     return p->models;
   };
-  parts->frontend = std::make_unique<http_frontend>(*parts->dispatch, models);
-  auto err = parts->frontend->start(
-    o.get_string("http-host"), static_cast<uint16_t>(o.get_int("http-port")));
-  if (!err.empty())
+}
+
+// Both frontends; true when every one listens.
+bool start_frontends(runtime::role_context& ctx, router_parts& parts,
+                     const std::function<std::vector<std::string>()>& models) {
+  const auto& o = ctx.opts;
+  const auto& host = o.get_string("http-host");
+  parts.frontend = std::make_unique<http_frontend>(*parts.dispatch, models);
+  auto err =
+    parts.frontend->start(host, static_cast<uint16_t>(o.get_int("http-port")));
+  if (!err.empty()) {
     ctx.control->request_exit(1, "frontend: " + err);
-  else
-    spdlog::info("router: OpenAI-compatible frontend on {}:{} ({} mode)",
-                 o.get_string("http-host"), parts->frontend->port(), rc.mode);
-  if (auto port = o.get_int("grpc-port"); port > 0) {
-    parts->grpc = std::make_unique<grpc_frontend>(*parts->dispatch, models);
-    if (auto gerr = parts->grpc->start(o.get_string("http-host"),
-                                       static_cast<uint16_t>(port));
-        !gerr.empty()) {
-      err = gerr;
-      ctx.control->request_exit(1, "gRPC frontend: " + gerr);
-    } else {
-      spdlog::info("router: OpenEngine Inference on {}:{}",
-                   o.get_string("http-host"), port);
-    }
+    return false;
   }
+  spdlog::info("router: OpenAI-compatible frontend on {}:{} ({} mode)", host,
+               parts.frontend->port(), parts.config.mode);
+  auto port = o.get_int("grpc-port");
+  if (port <= 0)
+    return true;
+  parts.grpc = std::make_unique<grpc_frontend>(*parts.dispatch, models);
+  if (auto gerr = parts.grpc->start(host, static_cast<uint16_t>(port));
+      !gerr.empty()) {
+    ctx.control->request_exit(1, "gRPC frontend: " + gerr);
+    return false;
+  }
+  spdlog::info("router: OpenEngine Inference on {}:{}", host, port);
+  return true;
+}
+
+std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
+                                           const std::string& discovery_dir) {
+  const auto& o = ctx.opts;
+  auto parts = std::make_shared<router_parts>();
+  if (o.get_string("discovery") == "memory")
+    parts->disc = std::make_shared<cluster::memory_discovery>();
+  else
+    parts->disc = std::make_shared<cluster::file_discovery>(
+      discovery_dir, o.get_duration("discovery-ttl"));
+  parts->config = router_config_from(o);
+  parts->watcher = std::make_unique<worker_watcher>(parts->disc, parts->brain);
+  parts->dispatch = dispatcher_from(ctx, *parts);
   // Ready once every frontend listens.
-  if (err.empty()) {
+  if (start_frontends(ctx, *parts, models_of(parts))) {
     ctx.health->set_component("frontend", "serving");
     ctx.health->set_ready(true);
   }
   ctx.pre_stop_hooks.push_back([parts] {
-    parts->frontend->stop();
+    if (parts->frontend)
+      parts->frontend->stop();
     if (parts->grpc)
       parts->grpc->stop();
     parts->watcher.reset();

@@ -1,6 +1,7 @@
 #include "actors/sidecar/kv_forwarder.hpp"
 
 #include <chrono>
+#include <map>
 #include <zmq.hpp>
 
 #include <spdlog/spdlog.h>
@@ -30,16 +31,29 @@ struct forwarder_state {
   clock_type::time_point last_log{};
   static inline const char* name = "kv_forwarder";
 
+  // Counter handles, each looked up in the registry once (on first use, so
+  // that a series appears only once something happened).
+  std::map<std::string, runtime::counter*> counters;
+
   runtime::counter& counter(const char* name, const char* help,
-                            runtime::label_set labels = {}) {
-    labels.emplace_back("rank", std::to_string(cfg.source.rank));
-    return runtime::global_metrics().get_counter(name, help, labels);
+                            const std::string& reason = {}) {
+    auto key = std::string{name} + "/" + reason;
+    auto& c = counters[key];
+    if (!c) {
+      runtime::label_set labels;
+      if (!reason.empty())
+        labels.emplace_back("reason", reason);
+      labels.emplace_back("rank", std::to_string(cfg.source.rank));
+      c = &runtime::global_metrics().get_counter(name, help, labels);
+    }
+    return *c;
   }
 
-  void reject(const std::string& reason, const std::string& detail) {
+  void reject(const std::string& reason, const std::string& detail,
+              uint64_t n = 1) {
     counter("outrider_kv_events_rejected_total",
-            "KV frames or events rejected, by reason", {{"reason", reason}})
-      .inc();
+            "KV frames or events rejected, by reason", reason)
+      .inc(n);
     // Logged at most once a second: bad input must not flood the log.
     auto now = clock_type::now();
     if (now - last_log > std::chrono::seconds{1}) {
@@ -109,8 +123,13 @@ void apply(self_ptr self, uint64_t seq, const std::string& payload) {
     // The sequence still advances: an empty batch keeps the index in step.
     st.reject(kv::to_string(r.error), r.detail);
   } else {
+    // Counted once per reason and batch, not looked up per event.
+    std::map<kv::kv_reject, uint64_t> by_reason;
     for (auto why : r.batch.rejected)
-      st.reject(kv::to_string(why), "event left out");
+      ++by_reason[why];
+    for (auto [why, n] : by_reason)
+      st.reject(kv::to_string(why), std::to_string(n) + " event(s) left out",
+                n);
     b->events = std::move(r.batch.events);
   }
   st.counter("outrider_kv_batches_received_total",

@@ -29,28 +29,27 @@ std::string default_worker_id(const runtime::options& opts) {
   return id;
 }
 
-} // namespace
-
-std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
-  const auto& o = ctx.opts;
-  std::shared_ptr<cluster::discovery> disc;
+std::shared_ptr<cluster::discovery> discovery_from(const runtime::options& o) {
   if (o.get_string("discovery") == "memory")
-    disc = std::make_shared<cluster::memory_discovery>();
-  else
-    disc = std::make_shared<cluster::file_discovery>(
-      o.get_string("discovery-dir"), o.get_duration("discovery-ttl"));
-  auto zmq_ctx = std::make_shared<zmq::context_t>(1);
-  // Handles to the current incarnation of each child, filled by the
-  // supervisor on every (re)start.
-  auto indexer =
+    return std::make_shared<cluster::memory_discovery>();
+  return std::make_shared<cluster::file_discovery>(
+    o.get_string("discovery-dir"), o.get_duration("discovery-ttl"));
+}
+
+// Handles to the current incarnation of each child, filled by the
+// supervisor on every (re)start.
+struct sidecar_slots {
+  runtime::slot_ptr<indexer::indexer_actor> indexer =
     std::make_shared<runtime::actor_slot<indexer::indexer_actor>>();
-  auto registrar =
+  runtime::slot_ptr<registrar::registrar_actor> registrar =
     std::make_shared<runtime::actor_slot<registrar::registrar_actor>>();
-  auto lifecycle = std::make_shared<runtime::actor_slot<lifecycle_actor>>();
-  auto hub = std::make_shared<event_hub>();
-  indexer::indexer_config icfg;
-  icfg.data_dir = o.get_string("data-dir");
-  icfg.listener = hub;
+  runtime::slot_ptr<lifecycle_actor> lifecycle =
+    std::make_shared<runtime::actor_slot<lifecycle_actor>>();
+};
+
+lifecycle_config lifecycle_config_from(runtime::role_context& ctx,
+                                       const sidecar_slots& slots) {
+  const auto& o = ctx.opts;
   lifecycle_config cfg;
   cfg.engine_endpoint = o.get_string("engine-endpoint");
   cfg.engine_protocol = o.get_string("engine-protocol");
@@ -61,32 +60,37 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
     o.get_string("relay-host") + ":" + std::to_string(o.get_int("relay-port"));
   cfg.shutdown_engine_on_gap = o.get_string("on-kv-gap") == "shutdown-engine";
   cfg.health = ctx.health;
-  cfg.zmq = zmq_ctx;
-  cfg.indexer = indexer;
-  cfg.registrar = registrar;
+  cfg.zmq = std::make_shared<zmq::context_t>(1);
+  cfg.indexer = slots.indexer;
+  cfg.registrar = slots.registrar;
   auto control = ctx.control;
   cfg.request_exit = [control](int code, const std::string& why) {
     control->request_exit(code, why);
   };
-  auto ttl = o.get_duration("discovery-ttl");
-  auto* sys = &ctx.sys;
+  return cfg;
+}
+
+// The relay is no actor: it starts now and stops after the actors.
+void start_relay(runtime::role_context& ctx, const lifecycle_config& cfg,
+                 std::shared_ptr<event_hub> hub, const sidecar_slots& slots) {
   relay_config rcfg;
   rcfg.listen = cfg.relay_endpoint;
   rcfg.engine_endpoint = cfg.engine_endpoint;
   rcfg.engine_protocol = cfg.engine_protocol;
-  rcfg.hub = hub;
+  rcfg.hub = std::move(hub);
   rcfg.health = ctx.health;
-  rcfg.sys = sys;
-  rcfg.indexer = indexer;
+  rcfg.sys = &ctx.sys;
+  rcfg.indexer = slots.indexer;
   auto server = std::make_shared<relay>(rcfg);
   if (auto err = server->start())
     ctx.control->request_exit(1, describe(err));
   ctx.stop_hooks.push_back([server] { server->stop(); });
-  // SIGTERM: the lifecycle withdraws the record before anything stops.
-  ctx.pre_stop_hooks.push_back([lifecycle] {
-    if (auto l = lifecycle->get())
-      caf::anon_send(l, stopping_atom::value);
-  });
+}
+
+// GET /debug/index: the index as JSON (tests compare it with the engine's).
+void add_index_route(runtime::role_context& ctx,
+                     runtime::slot_ptr<indexer::indexer_actor> indexer) {
+  auto* sys = &ctx.sys;
   ctx.status.add_route(
     "/debug/index", [sys, indexer](const runtime::http_request&) {
       runtime::http_response r;
@@ -109,21 +113,41 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
           [&](caf::error&) {});
       return r;
     });
+}
+
+} // namespace
+
+std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
+  const auto& o = ctx.opts;
+  auto disc = discovery_from(o);
+  sidecar_slots slots;
+  auto hub = std::make_shared<event_hub>();
+  indexer::indexer_config icfg;
+  icfg.data_dir = o.get_string("data-dir");
+  icfg.listener = hub;
+  auto cfg = lifecycle_config_from(ctx, slots);
+  start_relay(ctx, cfg, hub, slots);
+  // SIGTERM: the lifecycle withdraws the record before anything stops.
+  ctx.pre_stop_hooks.push_back([lifecycle = slots.lifecycle] {
+    if (auto l = lifecycle->get())
+      caf::anon_send(l, stopping_atom::value);
+  });
+  add_index_route(ctx, slots.indexer);
+  auto ttl = o.get_duration("discovery-ttl");
   return {
-    runtime::supervised("indexer", indexer,
+    runtime::supervised("indexer", slots.indexer,
                         [icfg](caf::actor_system& sys) {
                           return indexer::spawn_indexer(sys, icfg);
                         }),
     runtime::supervised(
-      "registrar", registrar,
+      "registrar", slots.registrar,
       [disc, ttl, id = cfg.worker_id](caf::actor_system& sys) {
         return registrar::spawn_registrar(sys, disc, ttl, id);
       }),
     runtime::supervised(
-      "lifecycle", lifecycle,
+      "lifecycle", slots.lifecycle,
       [cfg](caf::actor_system& sys) { return spawn_lifecycle(sys, cfg); }),
   };
 }
 
-// The router's parts outside the actors, stopped in order at shutdown.
 } // namespace outrider::sidecar
