@@ -20,65 +20,54 @@ int fail(const std::string& msg, int code) {
   return code;
 }
 
-// Ground truth and vLLM's /reset_prefix_cache, for tests and operators.
-runtime::http_response debug_route(sim_engine& e,
-                                   const runtime::http_request& req) {
+runtime::http_response json_answer(int status, std::string body) {
   runtime::http_response r;
+  r.status = status;
   r.content_type = "application/json";
-  if (req.path == "/reset_prefix_cache" && req.method == "POST") {
-    for (int k = 0; k < e.ranks(); ++k)
-      e.runner(k).reset_prefix_cache();
-    r.body = "{\"ok\":true}\n";
-    return r;
-  }
-  if (req.path == "/debug/kv_inject" && req.method == "POST") {
-    // {"rank": 0, "payload_hex": "..."} or {"rank": 0, "frames_hex": [...]}
-    auto doc = nlohmann::json::parse(req.body, nullptr, false);
-    auto rank = doc.is_object() ? doc.value("rank", 0) : -1;
-    if (rank < 0 || rank >= e.ranks()) {
-      r.status = 400;
-      r.body = "{\"error\":\"need a JSON object with a valid rank\"}\n";
-      return r;
+  r.body = std::move(body);
+  return r;
+}
+
+// POST /debug/kv_inject: {"rank": 0, "payload_hex": "..."} or
+// {"rank": 0, "frames_hex": [...]}, published as if the engine had.
+runtime::http_response inject_route(sim_engine& e,
+                                    const runtime::http_request& req) {
+  auto doc = nlohmann::json::parse(req.body, nullptr, false);
+  auto rank = doc.is_object() ? doc.value("rank", 0) : -1;
+  if (rank < 0 || rank >= e.ranks())
+    return json_answer(
+      400, "{\"error\":\"need a JSON object with a valid rank\"}\n");
+  auto unhex = [](const std::string& h) {
+    std::string out;
+    for (size_t i = 0; i + 1 < h.size(); i += 2)
+      out.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
+    return out;
+  };
+  try {
+    if (doc.contains("payload_hex")) {
+      e.runner(rank).inject_payload(
+        unhex(doc["payload_hex"].get<std::string>()));
+    } else {
+      std::vector<std::string> frames;
+      for (const auto& f : doc.at("frames_hex"))
+        frames.push_back(unhex(f.get<std::string>()));
+      e.runner(rank).inject_frames(std::move(frames));
     }
-    auto unhex = [](const std::string& h) {
-      std::string out;
-      for (size_t i = 0; i + 1 < h.size(); i += 2)
-        out.push_back(
-          static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
-      return out;
-    };
-    try {
-      if (doc.contains("payload_hex")) {
-        e.runner(rank).inject_payload(
-          unhex(doc["payload_hex"].get<std::string>()));
-      } else {
-        std::vector<std::string> frames;
-        for (const auto& f : doc.at("frames_hex"))
-          frames.push_back(unhex(f.get<std::string>()));
-        e.runner(rank).inject_frames(std::move(frames));
-      }
-    } catch (const std::exception& ex) {
-      r.status = 400;
-      r.body = nlohmann::json{{"error", ex.what()}}.dump() + "\n";
-      return r;
-    }
-    r.body = "{\"ok\":true}\n";
-    return r;
+  } catch (const std::exception& ex) {
+    return json_answer(400, nlohmann::json{{"error", ex.what()}}.dump() + "\n");
   }
-  if (req.method != "GET") {
-    r.status = 405;
-    r.body = "{\"error\":\"use GET\"}\n";
-    return r;
-  }
+  return json_answer(200, "{\"ok\":true}\n");
+}
+
+// GET /debug/cache?rank=N and /debug/load?rank=N: the engine's ground truth.
+runtime::http_response truth_route(sim_engine& e,
+                                   const runtime::http_request& req) {
   int rank = 0;
   auto q = req.target.find("rank=");
   if (q != std::string::npos)
     rank = std::atoi(req.target.c_str() + q + 5);
-  if (rank < 0 || rank >= e.ranks()) {
-    r.status = 400;
-    r.body = "{\"error\":\"no such rank\"}\n";
-    return r;
-  }
+  if (rank < 0 || rank >= e.ranks())
+    return json_answer(400, "{\"error\":\"no such rank\"}\n");
   nlohmann::json doc;
   doc["rank"] = rank;
   doc["instance_id"] = e.instance_id();
@@ -99,13 +88,63 @@ runtime::http_response debug_route(sim_engine& e,
     doc["total_blocks"] = l.total_blocks;
     doc["malformed_replay_requests"] = e.malformed_replay_requests(rank);
   } else {
-    r.status = 404;
-    r.body = "{\"error\":\"try /debug/cache?rank=N, /debug/load?rank=N or "
-             "POST /reset_prefix_cache\"}\n";
-    return r;
+    return json_answer(404,
+                       "{\"error\":\"try /debug/cache?rank=N, "
+                       "/debug/load?rank=N or POST /reset_prefix_cache\"}\n");
   }
-  r.body = doc.dump() + "\n";
-  return r;
+  return json_answer(200, doc.dump() + "\n");
+}
+
+// Ground truth and vLLM's /reset_prefix_cache, for tests and operators.
+runtime::http_response debug_route(sim_engine& e,
+                                   const runtime::http_request& req) {
+  if (req.path == "/reset_prefix_cache" && req.method == "POST") {
+    for (int k = 0; k < e.ranks(); ++k)
+      e.runner(k).reset_prefix_cache();
+    return json_answer(200, "{\"ok\":true}\n");
+  }
+  if (req.path == "/debug/kv_inject" && req.method == "POST")
+    return inject_route(e, req);
+  if (req.method != "GET")
+    return json_answer(405, "{\"error\":\"use GET\"}\n");
+  return truth_route(e, req);
+}
+
+// SERVING once the simulated loading time is over, until SIGTERM/SIGINT.
+void serve_until_signal(sim_engine& engine, const sim_config& cfg,
+                        const sigset_t& signals) {
+  auto loaded_at = std::chrono::steady_clock::now() +
+                   std::chrono::milliseconds{cfg.startup_delay_ms};
+  bool loaded = false;
+  timespec tick{0, 10'000'000};
+  for (;;) {
+    int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig == SIGTERM || sig == SIGINT)
+      return;
+    if (!loaded && std::chrono::steady_clock::now() >= loaded_at) {
+      loaded = true;
+      engine.set_loaded(true);
+      std::fprintf(stderr, "outrider-sim: SERVING\n");
+    }
+  }
+}
+
+// Drain: NOT_SERVING, new requests refused, running ones finish or are
+// aborted at the deadline.
+void drain(sim_engine& engine, const sim_config& cfg) {
+  engine.begin_drain();
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds{cfg.drain_timeout_ms};
+  auto all_idle = [&] {
+    for (int r = 0; r < engine.ranks(); ++r)
+      if (!engine.runner(r).idle())
+        return false;
+    return true;
+  };
+  while (!all_idle() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  for (int r = 0; r < engine.ranks(); ++r)
+    engine.runner(r).abort_all();
 }
 
 int run(int argc, char** argv) {
@@ -167,35 +206,8 @@ int run(int argc, char** argv) {
                  ? "prefill"
                  : (cfg.engine_role_decode() ? "decode" : "aggregated"));
 
-  auto loaded_at = std::chrono::steady_clock::now() +
-                   std::chrono::milliseconds{cfg.startup_delay_ms};
-  bool loaded = false;
-  timespec tick{0, 10'000'000};
-  for (;;) {
-    int sig = sigtimedwait(&signals, nullptr, &tick);
-    if (sig == SIGTERM || sig == SIGINT)
-      break;
-    if (!loaded && std::chrono::steady_clock::now() >= loaded_at) {
-      loaded = true;
-      engine.set_loaded(true);
-      std::fprintf(stderr, "outrider-sim: SERVING\n");
-    }
-  }
-  // Drain: NOT_SERVING, new requests refused, running ones finish or are
-  // aborted at the deadline.
-  engine.begin_drain();
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds{cfg.drain_timeout_ms};
-  auto all_idle = [&] {
-    for (int r = 0; r < engine.ranks(); ++r)
-      if (!engine.runner(r).idle())
-        return false;
-    return true;
-  };
-  while (!all_idle() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds{10});
-  for (int r = 0; r < engine.ranks(); ++r)
-    engine.runner(r).abort_all();
+  serve_until_signal(engine, cfg, signals);
+  drain(engine, cfg);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds{2});
   if (debug)
     debug->stop();

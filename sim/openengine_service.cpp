@@ -80,40 +80,9 @@ class inference final : public oe::Inference::Service {
       return st;
     if (rank < 0)
       rank = e_.pick_rank();
-    if (!in->model().empty() && in->model() != cfg.model)
-      return {StatusCode::NOT_FOUND,
-              "model '" + in->model() + "' is not served here"};
-    if (in->has_prompt())
-      return {StatusCode::INVALID_ARGUMENT,
-              "text prompts are not supported by this engine; send token_ids"};
-    if (!in->has_token_ids() || in->token_ids().ids_size() == 0)
-      return {StatusCode::INVALID_ARGUMENT, "the prompt is empty"};
-    const auto& stop = in->stopping();
-    if (stop.has_max_tokens() && stop.max_tokens() == 0)
-      return {StatusCode::INVALID_ARGUMENT, "max_tokens must be at least 1"};
     engine_request req;
-    req.id = in->request_id().empty() ? e_.new_request_id() : in->request_id();
-    req.prompt.assign(in->token_ids().ids().begin(),
-                      in->token_ids().ids().end());
-    req.max_tokens = stop.has_max_tokens() ? stop.max_tokens() : 16;
-    req.seed = in->sampling().has_seed() ? in->sampling().seed() : 0;
-    for (const auto& c : stop.conditions())
-      if (c.has_stop_token_id())
-        req.stop_token_ids.push_back(c.stop_token_id());
-    bool has_session = in->kv().has_session();
-    if (has_session) {
-      if (!cfg.engine_role_decode())
-        return {StatusCode::FAILED_PRECONDITION,
-                "role mismatch: only a decode engine takes a KV session"};
-      const auto& s = in->kv().session();
-      if (s.session_id().empty() || s.endpoints_size() == 0)
-        return {StatusCode::INVALID_ARGUMENT,
-                "kv.session needs a session_id and an endpoint"};
-      req.kv_preloaded = true;
-      auto blocks = req.prompt.size() / cfg.engine.block_size;
-      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(
-        cfg.transfer_ms_per_block * static_cast<double>(blocks) / cfg.speedup));
-    }
+    if (auto st = to_request(*in, req); !st.ok())
+      return st;
     bool prefill = cfg.engine_role_prefill();
     if (prefill)
       req.max_tokens = 1;
@@ -139,37 +108,87 @@ class inference final : public oe::Inference::Service {
         }
         if (o.finished == finish_reason::none)
           continue;
-        if (prefill && o.finished != finish_reason::aborted) {
-          oe::GenerateResponse r;
-          r.set_request_id(id);
-          auto s = e_.open_session(rank, prompt_len);
-          auto* ref = r.mutable_prefill_ready()->mutable_kv_session();
-          ref->set_session_id(s.id);
-          ref->set_transfer_backend("outrider-sim");
-          auto* ep = ref->add_endpoints();
-          ep->set_host(cfg.host);
-          ep->set_port(static_cast<uint32_t>(cfg.grpc_port));
-          ep->set_protocol("grpc");
-          ref->set_dp_rank(static_cast<uint32_t>(rank));
-          if (!w->Write(r))
-            return false;
-        }
-        oe::GenerateResponse r;
-        r.set_request_id(id);
-        r.mutable_finished()->set_reason(prefill &&
-                                             o.finished == finish_reason::length
-                                           ? oe::FINISH_REASON_STOP
-                                           : to_oe(o.finished));
-        auto* u = r.mutable_usage();
-        u->set_prompt_tokens(prompt_len);
-        u->set_completion_tokens(produced);
-        u->set_total_tokens(prompt_len + produced);
-        u->set_cached_prompt_tokens(o.cached_tokens);
-        if (!w->Write(r))
+        if (prefill && o.finished != finish_reason::aborted &&
+            !w->Write(prefill_ready(id, rank, prompt_len)))
+          return false;
+        if (!w->Write(finished(id, o, prefill, prompt_len, produced)))
           return false;
       }
       return true;
     });
+  }
+
+ private:
+  // Validates the request and fills `req` (sleeping for the simulated KV
+  // transfer of a session a decode engine receives).
+  Status to_request(const oe::GenerateRequest& in, engine_request& req) {
+    const auto& cfg = e_.config();
+    if (!in.model().empty() && in.model() != cfg.model)
+      return {StatusCode::NOT_FOUND,
+              "model '" + in.model() + "' is not served here"};
+    if (in.has_prompt())
+      return {StatusCode::INVALID_ARGUMENT,
+              "text prompts are not supported by this engine; send token_ids"};
+    if (!in.has_token_ids() || in.token_ids().ids_size() == 0)
+      return {StatusCode::INVALID_ARGUMENT, "the prompt is empty"};
+    const auto& stop = in.stopping();
+    if (stop.has_max_tokens() && stop.max_tokens() == 0)
+      return {StatusCode::INVALID_ARGUMENT, "max_tokens must be at least 1"};
+    req.id = in.request_id().empty() ? e_.new_request_id() : in.request_id();
+    req.prompt.assign(in.token_ids().ids().begin(), in.token_ids().ids().end());
+    req.max_tokens = stop.has_max_tokens() ? stop.max_tokens() : 16;
+    req.seed = in.sampling().has_seed() ? in.sampling().seed() : 0;
+    for (const auto& c : stop.conditions())
+      if (c.has_stop_token_id())
+        req.stop_token_ids.push_back(c.stop_token_id());
+    if (!in.kv().has_session())
+      return Status::OK;
+    if (!cfg.engine_role_decode())
+      return {StatusCode::FAILED_PRECONDITION,
+              "role mismatch: only a decode engine takes a KV session"};
+    const auto& s = in.kv().session();
+    if (s.session_id().empty() || s.endpoints_size() == 0)
+      return {StatusCode::INVALID_ARGUMENT,
+              "kv.session needs a session_id and an endpoint"};
+    req.kv_preloaded = true;
+    auto blocks = req.prompt.size() / cfg.engine.block_size;
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(
+      cfg.transfer_ms_per_block * static_cast<double>(blocks) / cfg.speedup));
+    return Status::OK;
+  }
+
+  oe::GenerateResponse prefill_ready(const std::string& id, int rank,
+                                     uint32_t prompt_len) {
+    const auto& cfg = e_.config();
+    oe::GenerateResponse r;
+    r.set_request_id(id);
+    auto s = e_.open_session(rank, prompt_len);
+    auto* ref = r.mutable_prefill_ready()->mutable_kv_session();
+    ref->set_session_id(s.id);
+    ref->set_transfer_backend("outrider-sim");
+    auto* ep = ref->add_endpoints();
+    ep->set_host(cfg.host);
+    ep->set_port(static_cast<uint32_t>(cfg.grpc_port));
+    ep->set_protocol("grpc");
+    ref->set_dp_rank(static_cast<uint32_t>(rank));
+    return r;
+  }
+
+  template <class Output>
+  static oe::GenerateResponse finished(const std::string& id, const Output& o,
+                                       bool prefill, uint32_t prompt_len,
+                                       uint32_t produced) {
+    oe::GenerateResponse r;
+    r.set_request_id(id);
+    r.mutable_finished()->set_reason(
+      prefill && o.finished == finish_reason::length ? oe::FINISH_REASON_STOP
+                                                     : to_oe(o.finished));
+    auto* u = r.mutable_usage();
+    u->set_prompt_tokens(prompt_len);
+    u->set_completion_tokens(produced);
+    u->set_total_tokens(prompt_len + produced);
+    u->set_cached_prompt_tokens(o.cached_tokens);
+    return r;
   }
 
  private:

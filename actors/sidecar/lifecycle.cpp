@@ -83,10 +83,12 @@ void exec(self_ptr self, const cmd::check_instance& c) {
 
 void exec(self_ptr self, const cmd::ask_next_seq& c) {
   auto idx = self->state.cfg.indexer->get();
-  if (!idx)
-    return;
   auto attempt = c.attempt;
   auto rank = c.rank;
+  if (!idx) {
+    run(self, self->state.machine->on_next_seq_failed(attempt));
+    return;
+  }
   self
     ->request(idx, std::chrono::seconds{10}, indexer::next_seq_atom::value,
               int32_t{rank})
@@ -96,6 +98,7 @@ void exec(self_ptr self, const cmd::ask_next_seq& c) {
       },
       [=](caf::error& e) {
         spdlog::error("sidecar: indexer: {}", self->system().render(e));
+        run(self, self->state.machine->on_next_seq_failed(attempt));
       });
 }
 
@@ -137,6 +140,7 @@ void exec(self_ptr self, const cmd::register_worker& c) {
       },
       [=](caf::error& e) {
         spdlog::error("sidecar: registrar: {}", self->system().render(e));
+        run(self, self->state.machine->on_registered(attempt, false));
       });
 }
 

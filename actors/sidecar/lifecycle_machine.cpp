@@ -148,11 +148,25 @@ lifecycle_commands lifecycle_machine::on_next_seq(uint64_t attempt, int rank,
   return out;
 }
 
+lifecycle_commands lifecycle_machine::on_next_seq_failed(uint64_t attempt) {
+  lifecycle_commands out;
+  if (attempt != attempt_)
+    return out;
+  identified_ = false;
+  forget_forwarders(out);
+  reconcile(out);
+  out.emplace_back(cmd::retry_later{identity_retry, attempt_});
+  return out;
+}
+
 lifecycle_commands lifecycle_machine::on_retry(uint64_t attempt) {
   lifecycle_commands out;
-  if (attempt == attempt_ && !identified_ &&
-      health_ == engine::engine_health::serving)
+  if (attempt != attempt_)
+    return out;
+  if (!identified_ && health_ == engine::engine_health::serving)
     identify(out);
+  else if (wants_registration()) // a registration that failed
+    reconcile(out);
   return out;
 }
 
@@ -197,8 +211,10 @@ lifecycle_commands lifecycle_machine::on_registered(uint64_t attempt,
                                                     bool written) {
   lifecycle_commands out;
   // Ready only once the record is written, and if it is still wanted.
-  out.emplace_back(
-    cmd::set_ready{written && attempt == attempt_ && wants_registration()});
+  bool current = attempt == attempt_ && wants_registration();
+  out.emplace_back(cmd::set_ready{written && current});
+  if (!written && current) // e.g. a full disk: try again shortly
+    out.emplace_back(cmd::retry_later{identity_retry, attempt_});
   return out;
 }
 

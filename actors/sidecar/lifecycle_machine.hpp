@@ -109,6 +109,8 @@ class lifecycle_machine {
   lifecycle_commands on_instance_checked(uint64_t attempt, bool same);
   lifecycle_commands on_instance_check_failed(uint64_t attempt);
   lifecycle_commands on_next_seq(uint64_t attempt, int rank, uint64_t next);
+  /// The indexer did not say where a rank stands: read the engine again.
+  lifecycle_commands on_next_seq_failed(uint64_t attempt);
   lifecycle_commands on_retry(uint64_t attempt);
   lifecycle_commands on_caught_up(int rank);
   /// A rank lost KV history (its forwarder has reset it).

@@ -95,8 +95,12 @@ TEST_CASE("lifecycle: registers only once serving, identified and caught up",
   auto again = m.on_caught_up(0);
   auto* reg = find<cmd::register_worker>(again);
   REQUIRE(reg);
-  CHECK_FALSE(
-    find<cmd::set_ready>(m.on_registered(reg->attempt, false))->ready);
+  auto failed = m.on_registered(reg->attempt, false);
+  CHECK_FALSE(find<cmd::set_ready>(failed)->ready);
+  // ... and it is written again shortly.
+  auto* retry = find<cmd::retry_later>(failed);
+  REQUIRE(retry);
+  CHECK(find<cmd::register_worker>(m.on_retry(retry->attempt)));
 }
 
 TEST_CASE("lifecycle row: engine crash deregisters at once and keeps the "
@@ -196,7 +200,8 @@ TEST_CASE(
   "if the engine never served",
   "[lifecycle]") {
   lifecycle_machine m{cfg()};
-  auto* exit = find<cmd::request_exit>(m.on_deadline());
+  auto deadline = m.on_deadline();
+  auto* exit = find<cmd::request_exit>(deadline);
   REQUIRE(exit);
   CHECK(exit->code == 1);
   lifecycle_machine n{cfg()};
@@ -216,11 +221,29 @@ TEST_CASE("lifecycle: a restarted registrar gets the record again only when "
   lifecycle_machine m{cfg()};
   CHECK(m.on_registrar_restarted().empty()); // nothing to register yet
   bring_up(m, "A", true);
-  auto* reg = find<cmd::register_worker>(m.on_registrar_restarted());
+  auto again = m.on_registrar_restarted();
+  auto* reg = find<cmd::register_worker>(again);
   REQUIRE(reg);
   CHECK(reg->record.instance_id == "A");
   m.on_health(engine_health::not_serving, "");
   CHECK(m.on_registrar_restarted().empty());
+}
+
+TEST_CASE("lifecycle: an indexer that does not answer makes it start over",
+          "[lifecycle]") {
+  lifecycle_machine m{cfg()};
+  auto serving = m.on_health(engine_health::serving, "");
+  REQUIRE(find<cmd::identify>(serving));
+  auto attempt = find<cmd::identify>(serving)->attempt;
+  m.on_identity(attempt, info_of("A"), two_ranks());
+  m.on_instance_checked(attempt, true);
+  auto out = m.on_next_seq_failed(attempt);
+  CHECK(find<cmd::stop_forwarders>(out));
+  auto* retry = find<cmd::retry_later>(out);
+  REQUIRE(retry);
+  CHECK(find<cmd::identify>(m.on_retry(retry->attempt)));
+  // An answer of the old attempt starts nothing.
+  CHECK(m.on_next_seq(attempt, 0, 3).empty());
 }
 
 TEST_CASE("lifecycle: a stopped forwarder makes it re-read the engine",

@@ -26,47 +26,31 @@ std::shared_ptr<grpc::Channel> borrow(grpc::Channel& ch) {
   return std::shared_ptr<grpc::Channel>(&ch, [](grpc::Channel*) {});
 }
 
-} // namespace
+using deliver_fn = std::function<bool(const oe::GenerateResponse&, uint32_t)>;
 
-stream_outcome stream_generate(
-  grpc::Channel& ch, dialect d, const oe::GenerateRequest& in,
-  const std::vector<std::pair<std::string, std::string>>& metadata,
-  grpc::ClientContext& ctx,
-  const std::function<bool(const oe::GenerateResponse&, uint32_t)>& deliver) {
+// OpenEngine engines: passed through.
+stream_outcome stream_openengine(grpc::Channel& ch,
+                                 const oe::GenerateRequest& in,
+                                 grpc::ClientContext& ctx,
+                                 const deliver_fn& deliver) {
   stream_outcome out;
-  for (const auto& [k, v] : metadata) {
-    if (d != dialect::vllm)
-      ctx.AddMetadata(k, v);
-    else if (k == "openengine-target-dp-rank")
-      ctx.AddMetadata("x-data-parallel-rank", v);
-  }
-  if (d != dialect::vllm) {
-    auto reader = oe::Inference::NewStub(borrow(ch))->Generate(&ctx, in);
-    oe::GenerateResponse resp;
-    while (reader->Read(&resp)) {
-      auto n = resp.has_token()
-                 ? static_cast<uint32_t>(resp.token().tokens_size())
-                 : 0;
-      out.tokens += n;
-      if (!deliver(resp, n)) {
-        out.cancelled = true;
-        ctx.TryCancel();
-        break;
-      }
+  auto reader = oe::Inference::NewStub(borrow(ch))->Generate(&ctx, in);
+  oe::GenerateResponse resp;
+  while (reader->Read(&resp)) {
+    auto n =
+      resp.has_token() ? static_cast<uint32_t>(resp.token().tokens_size()) : 0;
+    out.tokens += n;
+    if (!deliver(resp, n)) {
+      out.cancelled = true;
+      ctx.TryCancel();
+      break;
     }
-    out.status = reader->Finish();
-    return out;
   }
-  if (in.has_prompt()) {
-    out.status = {grpc::StatusCode::INVALID_ARGUMENT,
-                  "text prompts are not supported; send token_ids"};
-    return out;
-  }
-  if (in.kv().has_session()) {
-    out.status = {grpc::StatusCode::UNIMPLEMENTED,
-                  "KV sessions are not passed to vLLM engines yet"};
-    return out;
-  }
+  out.status = reader->Finish();
+  return out;
+}
+
+vllm::GenerateRequest to_vllm(const oe::GenerateRequest& in) {
   vllm::GenerateRequest req;
   req.set_request_id(in.request_id());
   req.set_model(in.model());
@@ -82,7 +66,30 @@ stream_outcome stream_generate(
       static_cast<int64_t>(in.sampling().seed()));
   if (in.sampling().has_temperature())
     req.set_temperature(static_cast<float>(in.sampling().temperature()));
-  auto reader = vllm::Inference::NewStub(borrow(ch))->GenerateStream(&ctx, req);
+  return req;
+}
+
+oe::GenerateResponse finished_of(const std::string& id,
+                                 const vllm::FinishInfo& info,
+                                 uint32_t prompt_tokens) {
+  oe::GenerateResponse fin;
+  fin.set_request_id(id);
+  fin.mutable_finished()->set_reason(from_vllm(info.finish_reason()));
+  auto* u = fin.mutable_usage();
+  u->set_prompt_tokens(prompt_tokens);
+  u->set_completion_tokens(info.num_output_tokens());
+  u->set_total_tokens(prompt_tokens + info.num_output_tokens());
+  return fin;
+}
+
+// vLLM engines: their responses become OpenEngine prompt, token and
+// finished events.
+stream_outcome stream_vllm(grpc::Channel& ch, const oe::GenerateRequest& in,
+                           grpc::ClientContext& ctx,
+                           const deliver_fn& deliver) {
+  stream_outcome out;
+  auto reader =
+    vllm::Inference::NewStub(borrow(ch))->GenerateStream(&ctx, to_vllm(in));
   vllm::GenerateResponse resp;
   bool first = true;
   uint32_t prompt_tokens = 0;
@@ -115,22 +122,41 @@ stream_outcome stream_generate(
       if (!send(ev, static_cast<uint32_t>(seq.token_ids_size())))
         break;
     }
-    if (seq.has_finish_info()) {
-      oe::GenerateResponse fin;
-      fin.set_request_id(in.request_id());
-      fin.mutable_finished()->set_reason(
-        from_vllm(seq.finish_info().finish_reason()));
-      auto* u = fin.mutable_usage();
-      u->set_prompt_tokens(prompt_tokens);
-      u->set_completion_tokens(seq.finish_info().num_output_tokens());
-      u->set_total_tokens(prompt_tokens +
-                          seq.finish_info().num_output_tokens());
-      if (!send(fin, 0))
-        break;
-    }
+    if (seq.has_finish_info() &&
+        !send(finished_of(in.request_id(), seq.finish_info(), prompt_tokens),
+              0))
+      break;
   }
   out.status = reader->Finish();
   return out;
+}
+
+} // namespace
+
+stream_outcome stream_generate(
+  grpc::Channel& ch, dialect d, const oe::GenerateRequest& in,
+  const std::vector<std::pair<std::string, std::string>>& metadata,
+  grpc::ClientContext& ctx, const deliver_fn& deliver) {
+  for (const auto& [k, v] : metadata) {
+    if (d != dialect::vllm)
+      ctx.AddMetadata(k, v);
+    else if (k == "openengine-target-dp-rank")
+      ctx.AddMetadata("x-data-parallel-rank", v);
+  }
+  if (d != dialect::vllm)
+    return stream_openengine(ch, in, ctx, deliver);
+  stream_outcome out;
+  if (in.has_prompt()) {
+    out.status = {grpc::StatusCode::INVALID_ARGUMENT,
+                  "text prompts are not supported; send token_ids"};
+    return out;
+  }
+  if (in.kv().has_session()) {
+    out.status = {grpc::StatusCode::UNIMPLEMENTED,
+                  "KV sessions are not passed to vLLM engines yet"};
+    return out;
+  }
+  return stream_vllm(ch, in, ctx, deliver);
 }
 
 } // namespace outrider::engine

@@ -1,6 +1,7 @@
 // End-to-end tests of `outrider --role router` in front of real sidecars and
 // simulated engines, all real processes on loopback.
 #include <csignal>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -189,6 +190,16 @@ TEST_CASE("role all runs a whole cluster and a workload through it") {
                      "0"}};
   auto code = all.wait(60s);
   INFO(all.output());
+  if (!code) {
+    // What the engines and sidecars said, to see which one stalled.
+    for (const auto& f :
+         std::filesystem::directory_iterator(work.path / "logs")) {
+      std::ifstream in{f.path()};
+      std::string text{std::istreambuf_iterator<char>{in}, {}};
+      UNSCOPED_INFO(f.path().filename().string() << ":\n"
+                                                 << text.substr(0, 4000));
+    }
+  }
   REQUIRE(code);
   CHECK(*code == 0);
   CHECK_THAT(all.output(),
