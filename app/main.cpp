@@ -11,6 +11,7 @@
 namespace {
 
 using namespace outrider;
+namespace opt = runtime::opt;
 
 int run_main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -31,15 +32,14 @@ int run_main(int argc, char** argv) {
   for (const auto& w : parsed.warnings)
     std::fprintf(stderr, "outrider: warning: %s\n", w.c_str());
   const auto& opts = parsed.opts;
-  const auto& role = opts.get_string("role");
+  const auto& role = opts.get(opt::role);
   if (role != "sidecar") {
     if (auto why = router::check_router_options(opts); !why.empty()) {
       std::fprintf(stderr, "outrider: error: %s\n", why.c_str());
       return 2;
     }
   }
-  runtime::setup_logging(opts.get_string("log-level"),
-                         opts.get_string("log-format"));
+  runtime::setup_logging(opts.get(opt::log_level), opts.get(opt::log_format));
   return runtime::run_process(opts, role == "router" ? router::router_children
                                     : role == "all"
                                       ? router::all_children

@@ -78,11 +78,11 @@ std::string process_control::reason() const {
 
 supervisor_policy policy_from(const options& opts) {
   supervisor_policy p;
-  p.initial_backoff = opts.get_duration("supervisor-initial-backoff");
-  p.max_backoff = opts.get_duration("supervisor-max-backoff");
-  p.stable_period = opts.get_duration("supervisor-stable-period");
-  p.max_restarts = static_cast<size_t>(opts.get_int("supervisor-max-restarts"));
-  p.restart_window = opts.get_duration("supervisor-restart-window");
+  p.initial_backoff = opts.get(opt::supervisor_initial_backoff);
+  p.max_backoff = opts.get(opt::supervisor_max_backoff);
+  p.stable_period = opts.get(opt::supervisor_stable_period);
+  p.max_restarts = static_cast<size_t>(opts.get(opt::supervisor_max_restarts));
+  p.restart_window = opts.get(opt::supervisor_restart_window);
   return p;
 }
 
@@ -102,7 +102,7 @@ sigset_t block_signals() {
 
 caf::actor_system_config actor_system_config_from(const options& opts) {
   caf::actor_system_config cfg;
-  auto threads = opts.get_int("scheduler-threads");
+  auto threads = opts.get(opt::scheduler_threads);
   if (threads == 0)
     threads = std::max(2u, std::thread::hardware_concurrency());
   cfg.set("scheduler.max-threads", static_cast<size_t>(threads));
@@ -160,12 +160,12 @@ int run_actors(const options& opts, const role_builder& build,
   role_context ctx{opts,         sys,        parts.health,  parts.control,
                    parts.status, stop_hooks, pre_stop_hooks};
   auto children = build(ctx);
-  if (opts.get_bool("debug-hang-on-shutdown"))
+  if (opts.get(opt::debug_hang_on_shutdown))
     children.push_back({"debug-hang", [](caf::actor_system& s) {
                           return s.spawn(hang_on_shutdown);
                         }});
   auto sup = spawn_supervisor(sys, policy_from(opts), std::move(children));
-  if (opts.get_bool("debug-crash-endpoint"))
+  if (opts.get(opt::debug_crash_endpoint))
     add_crash_route(parts.status, sys, sup);
   auto control = parts.control;
   sup->attach_functor([control](const caf::error& reason) {
@@ -177,7 +177,7 @@ int run_actors(const options& opts, const role_builder& build,
   parts.health->begin_shutdown();
   if (code != 0)
     spdlog::error("exiting: {}", control->reason());
-  bounded(opts.get_duration("shutdown-timeout"), code, [&] {
+  bounded(opts.get(opt::shutdown_timeout), code, [&] {
     for (auto& hook : pre_stop_hooks)
       hook();
     caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
@@ -192,13 +192,13 @@ int run_actors(const options& opts, const role_builder& build,
 
 int run_process(const options& opts, const role_builder& build) {
   auto signals = block_signals();
-  const auto& role = opts.get_string("role");
+  const auto& role = opts.get(opt::role);
   auto health = std::make_shared<health_state>(role);
   auto control = std::make_shared<process_control>();
   status_server status{health, global_metrics()};
-  auto host = opts.get_string("system-host");
+  auto host = opts.get(opt::system_host);
   auto err =
-    status.start(host, static_cast<uint16_t>(opts.get_int("system-port")));
+    status.start(host, static_cast<uint16_t>(opts.get(opt::system_port)));
   if (!err.empty()) {
     spdlog::error("status server: {}", err);
     return 1;

@@ -5,7 +5,10 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
+
+#include "runtime/option_keys.hpp"
 
 namespace outrider::runtime {
 
@@ -41,6 +44,26 @@ class options {
   std::chrono::milliseconds get_duration(const std::string& key) const;
   double get_number(const std::string& key) const;
   option_source source(const std::string& key) const;
+
+  /// The value of a typed key (runtime/option_keys.hpp): the type follows
+  /// from the key, and a misspelled key does not compile.
+  template <class T>
+  T get(option_key<T> key) const {
+    if constexpr (std::is_same_v<T, std::string>)
+      return get_string(key.name);
+    else if constexpr (std::is_same_v<T, bool>)
+      return get_bool(key.name);
+    else if constexpr (std::is_same_v<T, int64_t>)
+      return get_int(key.name);
+    else if constexpr (std::is_same_v<T, double>)
+      return get_number(key.name);
+    else
+      return get_duration(key.name);
+  }
+  template <class T>
+  option_source source(option_key<T> key) const {
+    return source(std::string{key.name});
+  }
 
   /// Sets a value without validation; for tests and internal defaults.
   void set(const std::string& key, std::string value, option_source src);

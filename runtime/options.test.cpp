@@ -201,3 +201,27 @@ TEST_CASE("help lists every visible option with an example") {
     CHECK(text.find(s.example) != std::string::npos);
   }
 }
+
+TEST_CASE("every option of the table has a typed key of its type, and no key "
+          "is missing from the table") {
+  std::map<std::string, option_type> keys;
+#define OUTRIDER_TEST_KEY(ident, key, type) keys[key] = option_type::type;
+  OUTRIDER_OPTION_KEYS(OUTRIDER_TEST_KEY)
+#undef OUTRIDER_TEST_KEY
+  std::map<std::string, option_type> table;
+  for (const auto& spec : option_specs())
+    table[spec.key] = spec.type;
+  CHECK(keys == table);
+  // The typed accessors read what the parser stored.
+  auto r =
+    parse({"--role", "router", "--http-port", "8123", "--router-temperature",
+           "0.5", "--shutdown-timeout", "2s", "--router-conditional-disagg"});
+  REQUIRE(r.what == parse_outcome::ok);
+  CHECK(r.opts.get(opt::role) == "router");
+  CHECK(r.opts.get(opt::http_port) == 8123);
+  CHECK(r.opts.get(opt::router_temperature) == 0.5);
+  CHECK(r.opts.get(opt::shutdown_timeout) == std::chrono::seconds{2});
+  CHECK(r.opts.get(opt::router_conditional_disagg));
+  CHECK(r.opts.source(opt::http_port) == option_source::flag);
+  CHECK(r.opts.source(opt::grpc_port) == option_source::default_value);
+}

@@ -20,15 +20,16 @@
 
 namespace outrider::router {
 
+namespace opt = runtime::opt;
+
 std::string check_router_options(const runtime::options& opts) {
   std::string why;
-  if (!opts.get_bool("router-conditional-disagg"))
+  if (!opts.get(opt::router_conditional_disagg))
     return why;
-  if (opts.get_string("router-mode") != "kv")
+  if (opts.get(opt::router_mode) != "kv")
     return "--router-conditional-disagg needs --router-mode kv (the "
            "effective ISL comes from the KV index)";
-  parse_disagg_config(opts.get_string("router-conditional-disagg-config"),
-                      &why);
+  parse_disagg_config(opts.get(opt::router_conditional_disagg_config), &why);
   return why;
 }
 
@@ -50,12 +51,12 @@ struct router_parts {
 
 router_config router_config_from(const runtime::options& o) {
   router_config rc;
-  rc.mode = o.get_string("router-mode");
-  rc.selector.overlap_score_weight = o.get_number("kv-overlap-score-weight");
-  rc.selector.temperature = o.get_number("router-temperature");
-  rc.model = o.get_string("served-model");
-  if (o.get_number("router-queue-threshold") > 0)
-    rc.queue_threshold = o.get_number("router-queue-threshold");
+  rc.mode = o.get(opt::router_mode);
+  rc.selector.overlap_score_weight = o.get(opt::kv_overlap_score_weight);
+  rc.selector.temperature = o.get(opt::router_temperature);
+  rc.model = o.get(opt::served_model);
+  if (o.get(opt::router_queue_threshold) > 0)
+    rc.queue_threshold = o.get(opt::router_queue_threshold);
   return rc;
 }
 
@@ -63,12 +64,12 @@ std::unique_ptr<dispatcher> dispatcher_from(runtime::role_context& ctx,
                                             const router_parts& parts) {
   const auto& o = ctx.opts;
   std::optional<disagg_config> disagg;
-  if (o.get_bool("router-conditional-disagg"))
-    disagg = parse_disagg_config(
-      o.get_string("router-conditional-disagg-config"), nullptr);
+  if (o.get(opt::router_conditional_disagg))
+    disagg = parse_disagg_config(o.get(opt::router_conditional_disagg_config),
+                                 nullptr);
   return std::make_unique<dispatcher>(
-    ctx.sys, parts.brain, static_cast<int>(o.get_int("migration-limit")),
-    disagg, parts.config.queue_threshold, o.get_string("dispatch") == "direct");
+    ctx.sys, parts.brain, static_cast<int>(o.get(opt::migration_limit)), disagg,
+    parts.config.queue_threshold, o.get(opt::dispatch) == "direct");
 }
 
 // The models to list and accept: the configured one, else the workers'
@@ -99,17 +100,17 @@ models_of(const std::shared_ptr<router_parts>& parts) {
 bool start_frontends(runtime::role_context& ctx, router_parts& parts,
                      const std::function<std::vector<std::string>()>& models) {
   const auto& o = ctx.opts;
-  const auto& host = o.get_string("http-host");
+  const auto& host = o.get(opt::http_host);
   parts.frontend = std::make_unique<http_frontend>(*parts.dispatch, models);
   auto err =
-    parts.frontend->start(host, static_cast<uint16_t>(o.get_int("http-port")));
+    parts.frontend->start(host, static_cast<uint16_t>(o.get(opt::http_port)));
   if (!err.empty()) {
     ctx.control->request_exit(1, "frontend: " + err);
     return false;
   }
   spdlog::info("router: OpenAI-compatible frontend on {}:{} ({} mode)", host,
                parts.frontend->port(), parts.config.mode);
-  auto port = o.get_int("grpc-port");
+  auto port = o.get(opt::grpc_port);
   if (port <= 0)
     return true;
   parts.grpc = std::make_unique<grpc_frontend>(*parts.dispatch, models);
@@ -126,11 +127,11 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
                                            const std::string& discovery_dir) {
   const auto& o = ctx.opts;
   auto parts = std::make_shared<router_parts>();
-  if (o.get_string("discovery") == "memory")
+  if (o.get(opt::discovery) == "memory")
     parts->disc = std::make_shared<cluster::memory_discovery>();
   else
     parts->disc = std::make_shared<cluster::file_discovery>(
-      discovery_dir, o.get_duration("discovery-ttl"));
+      discovery_dir, o.get(opt::discovery_ttl));
   parts->config = router_config_from(o);
   parts->watcher = std::make_unique<worker_watcher>(parts->disc, parts->brain);
   parts->dispatch = dispatcher_from(ctx, *parts);
@@ -161,7 +162,7 @@ runtime::child_spec router_child(const std::shared_ptr<router_parts>& parts) {
 } // namespace
 
 std::vector<runtime::child_spec> router_children(runtime::role_context& ctx) {
-  auto parts = start_router(ctx, ctx.opts.get_string("discovery-dir"));
+  auto parts = start_router(ctx, ctx.opts.get(opt::discovery_dir));
   return {router_child(parts)};
 }
 
@@ -171,30 +172,30 @@ std::vector<runtime::child_spec> all_children(runtime::role_context& ctx) {
   const auto& o = ctx.opts;
   namespace fs = std::filesystem;
   cluster::local_cluster_config lc;
-  lc.engines = static_cast<int>(o.get_int("sim-engines"));
+  lc.engines = static_cast<int>(o.get(opt::sim_engines));
   lc.outrider_binary = cluster::self_path();
   auto here = fs::path(lc.outrider_binary).parent_path();
-  lc.sim_binary = o.get_string("sim-binary");
+  lc.sim_binary = o.get(opt::sim_binary);
   if (lc.sim_binary.empty())
     lc.sim_binary = fs::exists(here / "sim/outrider-sim")
                       ? (here / "sim/outrider-sim").string()
                       : (here / "outrider-sim").string();
-  lc.data_dir = fs::absolute(o.get_string("data-dir")).lexically_normal();
+  lc.data_dir = fs::absolute(o.get(opt::data_dir)).lexically_normal();
   if (!lc.data_dir.empty() && lc.data_dir.back() == '/')
     lc.data_dir.pop_back();
   lc.discovery_dir =
-    o.source("discovery-dir") == runtime::option_source::default_value
+    o.source(opt::discovery_dir) == runtime::option_source::default_value
       ? lc.data_dir + "/discovery"
-      : o.get_string("discovery-dir");
+      : o.get(opt::discovery_dir);
   lc.log_dir = lc.data_dir + "/logs";
   char speed[32];
-  std::snprintf(speed, sizeof(speed), "%g", o.get_number("sim-speedup"));
+  std::snprintf(speed, sizeof(speed), "%g", o.get(opt::sim_speedup));
   lc.sim_args = {"--speedup",
                  speed,
                  "--block-size",
                  "16",
                  "--num-gpu-blocks-override",
-                 std::to_string(o.get_int("sim-kv-blocks"))};
+                 std::to_string(o.get(opt::sim_kv_blocks))};
   auto local = std::make_shared<cluster::local_cluster>(lc);
   if (auto err = local->start()) {
     ctx.control->request_exit(1, describe(err));
@@ -204,11 +205,11 @@ std::vector<runtime::child_spec> all_children(runtime::role_context& ctx) {
                lc.engines, lc.log_dir);
   auto parts = start_router(ctx, lc.discovery_dir);
   auto demo = std::make_shared<std::thread>();
-  auto requests = static_cast<int>(o.get_int("demo-requests"));
+  auto requests = static_cast<int>(o.get(opt::demo_requests));
   if (requests > 0) {
     auto control = ctx.control;
     *demo = std::thread([parts, control, requests, engines = lc.engines,
-                         mode = o.get_string("router-mode")] {
+                         mode = o.get(opt::router_mode)] {
       // Wait (bounded) until every worker is registered.
       for (int i = 0;
            i < 600 && parts->disc->list().size() < static_cast<size_t>(engines);

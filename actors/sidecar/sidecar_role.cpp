@@ -14,12 +14,14 @@
 
 namespace outrider::sidecar {
 
+namespace opt = runtime::opt;
+
 namespace {
 
 std::string default_worker_id(const runtime::options& opts) {
   char host[256] = "host";
   gethostname(host, sizeof(host) - 1);
-  const auto& ep = opts.get_string("engine-endpoint");
+  const auto& ep = opts.get(opt::engine_endpoint);
   auto port = ep.substr(ep.rfind(':') + 1);
   std::string id = std::string{host} + "-" + port;
   for (auto& c : id)
@@ -30,10 +32,10 @@ std::string default_worker_id(const runtime::options& opts) {
 }
 
 std::shared_ptr<cluster::discovery> discovery_from(const runtime::options& o) {
-  if (o.get_string("discovery") == "memory")
+  if (o.get(opt::discovery) == "memory")
     return std::make_shared<cluster::memory_discovery>();
-  return std::make_shared<cluster::file_discovery>(
-    o.get_string("discovery-dir"), o.get_duration("discovery-ttl"));
+  return std::make_shared<cluster::file_discovery>(o.get(opt::discovery_dir),
+                                                   o.get(opt::discovery_ttl));
 }
 
 // Handles to the current incarnation of each child, filled by the
@@ -51,14 +53,14 @@ lifecycle_config lifecycle_config_from(runtime::role_context& ctx,
                                        const sidecar_slots& slots) {
   const auto& o = ctx.opts;
   lifecycle_config cfg;
-  cfg.engine_endpoint = o.get_string("engine-endpoint");
-  cfg.engine_protocol = o.get_string("engine-protocol");
-  cfg.startup_deadline = o.get_duration("engine-startup-deadline");
-  cfg.worker_id = o.get_string("worker-id").empty() ? default_worker_id(o)
-                                                    : o.get_string("worker-id");
+  cfg.engine_endpoint = o.get(opt::engine_endpoint);
+  cfg.engine_protocol = o.get(opt::engine_protocol);
+  cfg.startup_deadline = o.get(opt::engine_startup_deadline);
+  cfg.worker_id = o.get(opt::worker_id).empty() ? default_worker_id(o)
+                                                : o.get(opt::worker_id);
   cfg.relay_endpoint =
-    o.get_string("relay-host") + ":" + std::to_string(o.get_int("relay-port"));
-  cfg.shutdown_engine_on_gap = o.get_string("on-kv-gap") == "shutdown-engine";
+    o.get(opt::relay_host) + ":" + std::to_string(o.get(opt::relay_port));
+  cfg.shutdown_engine_on_gap = o.get(opt::on_kv_gap) == "shutdown-engine";
   cfg.health = ctx.health;
   cfg.zmq = std::make_shared<zmq::context_t>(1);
   cfg.indexer = slots.indexer;
@@ -123,7 +125,7 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
   sidecar_slots slots;
   auto hub = std::make_shared<event_hub>();
   indexer::indexer_config icfg;
-  icfg.data_dir = o.get_string("data-dir");
+  icfg.data_dir = o.get(opt::data_dir);
   icfg.listener = hub;
   auto cfg = lifecycle_config_from(ctx, slots);
   start_relay(ctx, cfg, hub, slots);
@@ -133,7 +135,7 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
       caf::anon_send(l, stopping_atom::value);
   });
   add_index_route(ctx, slots.indexer);
-  auto ttl = o.get_duration("discovery-ttl");
+  auto ttl = o.get(opt::discovery_ttl);
   return {
     runtime::supervised("indexer", slots.indexer,
                         [icfg](caf::actor_system& sys) {

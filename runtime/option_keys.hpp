@@ -1,0 +1,82 @@
+#pragma once
+
+// The option keys as typed constants: `opts.get(opt::http_port)` is an
+// int64_t, and a misspelled key does not compile. One line per entry of the
+// option table (runtime/options.cpp); a unit test checks that both list the
+// same keys with the same types.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace outrider::runtime {
+
+/// A key whose value has type `T`.
+template <class T>
+struct option_key {
+  const char* name;
+};
+
+// X(identifier, "key", option_type)
+#define OUTRIDER_OPTION_KEYS(X)                                                \
+  X(role, "role", string)                                                      \
+  X(config, "config", string)                                                  \
+  X(system_host, "system-host", string)                                        \
+  X(system_port, "system-port", integer)                                       \
+  X(log_level, "log-level", string)                                            \
+  X(log_format, "log-format", string)                                          \
+  X(scheduler_threads, "scheduler-threads", integer)                           \
+  X(shutdown_timeout, "shutdown-timeout", duration)                            \
+  X(supervisor_initial_backoff, "supervisor-initial-backoff", duration)        \
+  X(supervisor_max_backoff, "supervisor-max-backoff", duration)                \
+  X(supervisor_stable_period, "supervisor-stable-period", duration)            \
+  X(supervisor_max_restarts, "supervisor-max-restarts", integer)               \
+  X(supervisor_restart_window, "supervisor-restart-window", duration)          \
+  X(engine_endpoint, "engine-endpoint", string)                                \
+  X(engine_protocol, "engine-protocol", string)                                \
+  X(on_kv_gap, "on-kv-gap", string)                                            \
+  X(data_dir, "data-dir", string)                                              \
+  X(discovery, "discovery", string)                                            \
+  X(discovery_dir, "discovery-dir", string)                                    \
+  X(discovery_ttl, "discovery-ttl", duration)                                  \
+  X(worker_id, "worker-id", string)                                            \
+  X(relay_host, "relay-host", string)                                          \
+  X(relay_port, "relay-port", integer)                                         \
+  X(engine_startup_deadline, "engine-startup-deadline", duration)              \
+  X(http_host, "http-host", string)                                            \
+  X(http_port, "http-port", integer)                                           \
+  X(grpc_port, "grpc-port", integer)                                           \
+  X(dispatch, "dispatch", string)                                              \
+  X(router_mode, "router-mode", string)                                        \
+  X(kv_overlap_score_weight, "kv-overlap-score-weight", number)                \
+  X(router_temperature, "router-temperature", number)                          \
+  X(migration_limit, "migration-limit", integer)                               \
+  X(router_conditional_disagg, "router-conditional-disagg", boolean)           \
+  X(router_conditional_disagg_config, "router-conditional-disagg-config",      \
+    string)                                                                    \
+  X(router_queue_threshold, "router-queue-threshold", number)                  \
+  X(served_model, "served-model", string)                                      \
+  X(sim_engines, "sim-engines", integer)                                       \
+  X(sim_binary, "sim-binary", string)                                          \
+  X(sim_speedup, "sim-speedup", number)                                        \
+  X(sim_kv_blocks, "sim-kv-blocks", integer)                                   \
+  X(demo_requests, "demo-requests", integer)                                   \
+  X(debug_hang_on_shutdown, "debug-hang-on-shutdown", boolean)                 \
+  X(debug_crash_endpoint, "debug-crash-endpoint", boolean)
+
+namespace opt {
+
+using string = std::string;
+using integer = int64_t;
+using boolean = bool;
+using duration = std::chrono::milliseconds;
+using number = double;
+
+#define OUTRIDER_OPTION_KEY(ident, key, type)                                  \
+  inline constexpr option_key<type> ident{key};
+OUTRIDER_OPTION_KEYS(OUTRIDER_OPTION_KEY)
+#undef OUTRIDER_OPTION_KEY
+
+} // namespace opt
+
+} // namespace outrider::runtime
