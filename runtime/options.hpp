@@ -100,6 +100,9 @@ std::optional<std::chrono::milliseconds> parse_duration(const std::string& s);
 /// The `--help` text.
 std::string help_text();
 
+/// "a, b, c": how help and errors list an option's choices.
+std::string join_choices(const std::vector<std::string>& choices);
+
 /// Collects `OUTRIDER_*` variables from the process environment.
 std::map<std::string, std::string> process_environment();
 

@@ -1,0 +1,237 @@
+// The one table of outrider's options: flag, YAML key and OUTRIDER_*
+// variable, type, default, range, help with an example. The typed keys in
+// option_keys.hpp follow it (checked by a unit test).
+#include <cstdlib>
+#include <sstream>
+
+extern char** environ;
+
+#include "runtime/options.hpp"
+
+namespace outrider::runtime {
+
+namespace {
+
+using ot = option_type;
+
+option_spec make(std::string key, ot type, std::string def, std::string help,
+                 std::string example, std::vector<std::string> choices = {},
+                 int64_t min = 0, int64_t max = 0, bool hidden = false) {
+  return option_spec{std::move(key),
+                     type,
+                     std::move(def),
+                     std::move(help),
+                     std::move(example),
+                     std::move(choices),
+                     min,
+                     max,
+                     hidden};
+}
+
+std::string default_discovery_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  return std::string{tmp && *tmp ? tmp : "/tmp"} + "/outrider/discovery";
+}
+
+std::vector<option_spec> make_specs() {
+  return {
+    make("role", ot::string, "", "which part to run", "--role sidecar",
+         {"sidecar", "router", "all"}),
+    make("config", ot::string, "", "YAML file with any of these keys",
+         "--config cluster.yaml"),
+    make("system-host", ot::string, "127.0.0.1",
+         "address of the status server (/live, /ready, /health, /metrics)",
+         "--system-host 0.0.0.0"),
+    make("system-port", ot::integer, "9090",
+         "port of the status server (0: any)", "--system-port 9091", {}, 0,
+         65535),
+    make("log-level", ot::string, "info", "least severe log level printed",
+         "--log-level debug",
+         {"trace", "debug", "info", "warn", "error", "off"}),
+    make("log-format", ot::string, "text", "log line format",
+         "--log-format json", {"text", "json"}),
+    make("scheduler-threads", ot::integer, "0",
+         "actor scheduler threads (0: one per core)", "--scheduler-threads 2",
+         {}, 0, 256),
+    make("shutdown-timeout", ot::duration, "5s",
+         "after SIGTERM, exit anyway once this has passed",
+         "--shutdown-timeout 2s"),
+    make("supervisor-initial-backoff", ot::duration, "100ms",
+         "first delay before restarting a failed actor",
+         "--supervisor-initial-backoff 50ms"),
+    make("supervisor-max-backoff", ot::duration, "10s",
+         "the restart delay doubles up to this",
+         "--supervisor-max-backoff 30s"),
+    make("supervisor-stable-period", ot::duration, "30s",
+         "an actor up this long gets the initial delay again",
+         "--supervisor-stable-period 1m"),
+    make("supervisor-max-restarts", ot::integer, "5",
+         "restarts within the window before the supervisor gives up",
+         "--supervisor-max-restarts 10", {}, 1, 1000),
+    make("supervisor-restart-window", ot::duration, "60s",
+         "window for --supervisor-max-restarts",
+         "--supervisor-restart-window 5m"),
+    make("engine-endpoint", ot::string, "127.0.0.1:50051",
+         "the engine's gRPC address (sidecar)",
+         "--engine-endpoint 127.0.0.1:50051"),
+    make("engine-protocol", ot::string, "auto",
+         "the engine's gRPC dialect (auto: OpenEngine, else vLLM)",
+         "--engine-protocol vllm", {"auto", "openengine", "vllm"}),
+    make("on-kv-gap", ot::string, "reset",
+         "when the engine's replay cannot cover a gap: reset the rank, or "
+         "also shut the engine down (vLLM) so it restarts clean",
+         "--on-kv-gap shutdown-engine", {"reset", "shutdown-engine"}),
+    make("data-dir", ot::string, "./outrider-data",
+         "sidecar: where the KV index lives (RocksDB)",
+         "--data-dir /var/lib/outrider"),
+    make("discovery", ot::string, "file", "where workers are registered",
+         "--discovery file", {"file", "memory"}),
+    make("discovery-dir", ot::string, default_discovery_dir(),
+         "the file backend's directory of worker records",
+         "--discovery-dir /run/outrider/discovery"),
+    make("discovery-ttl", ot::duration, "10s",
+         "a record not refreshed for this long is stale",
+         "--discovery-ttl 30s"),
+    make("worker-id", ot::string, "",
+         "this worker's name in discovery (default: host-enginePort)",
+         "--worker-id gpu0-vllm"),
+    make("relay-host", ot::string, "127.0.0.1",
+         "the sidecar's OpenEngine relay for routers: address",
+         "--relay-host 10.0.0.5"),
+    make("relay-port", ot::integer, "9100",
+         "the sidecar's OpenEngine relay for routers: port",
+         "--relay-port 9101", {}, 1, 65535),
+    make("engine-startup-deadline", ot::duration, "10m",
+         "sidecar: give up if the engine is not SERVING by then",
+         "--engine-startup-deadline 15m"),
+    make("http-host", ot::string, "127.0.0.1",
+         "router: address of the OpenAI-compatible frontend",
+         "--http-host 0.0.0.0"),
+    make("http-port", ot::integer, "8000", "router: port of the frontend",
+         "--http-port 8080", {}, 0, 65535),
+    make("grpc-port", ot::integer, "8001",
+         "router: port of the OpenEngine Inference frontend (0: off)",
+         "--grpc-port 8001", {}, 0, 65535),
+    make("dispatch", ot::string, "relay",
+         "router: through each worker's sidecar relay, or straight to its "
+         "engine (OpenEngine or vLLM native)",
+         "--dispatch direct", {"relay", "direct"}),
+    make("router-mode", ot::string, "kv",
+         "router: kv (prefix overlap and load), round-robin or random",
+         "--router-mode round-robin", {"kv", "round-robin", "random"}),
+    make("kv-overlap-score-weight", ot::number, "1.0",
+         "router: weight of prefill blocks against decode blocks in the cost",
+         "--kv-overlap-score-weight 2"),
+    make("router-temperature", ot::number, "0",
+         "router: 0 picks the lowest cost; above 0 samples softmax(-cost/T)",
+         "--router-temperature 0.5"),
+    make("migration-limit", ot::integer, "2",
+         "router: times a broken stream moves to another worker",
+         "--migration-limit 1", {}, 0, 100),
+    make("router-conditional-disagg", ot::boolean, "false",
+         "router: prefill on prefill workers and decode on decode workers, "
+         "or prefill locally on the decode worker, by policy",
+         "--router-conditional-disagg"),
+    make("router-conditional-disagg-config", ot::string, "{}",
+         "router: the policy as JSON (policy isl_bounding|prefill_load|"
+         "isl_or_load, eff_isl_threshold, eff_isl_ratio_threshold, "
+         "prefill_busy_threshold, decode_busy_threshold)",
+         "--router-conditional-disagg-config "
+         "'{\"policy\":\"isl_or_load\",\"eff_isl_threshold\":4096}'"),
+    make("router-queue-threshold", ot::number, "0",
+         "router: queued prefill tokens above which a worker counts as busy "
+         "(0: no threshold)",
+         "--router-queue-threshold 8192"),
+    make("served-model", ot::string, "",
+         "router: the model to serve (default: the workers')",
+         "--served-model llama-3-8b"),
+    make("sim-engines", ot::integer, "2",
+         "role all: simulated engines to start (each with a sidecar)",
+         "--sim-engines 4", {}, 1, 64),
+    make("sim-binary", ot::string, "",
+         "role all: the simulated engine (default: next to outrider)",
+         "--sim-binary /usr/local/bin/outrider-sim"),
+    make("sim-speedup", ot::number, "10",
+         "role all: the simulated engines' --speedup", "--sim-speedup 1"),
+    make("sim-kv-blocks", ot::integer, "16384",
+         "role all: KV blocks (of 16 tokens) per simulated engine",
+         "--sim-kv-blocks 65536", {}, 16, 100000000),
+    make("demo-requests", ot::integer, "0",
+         "role all: send this many requests, print a summary, exit",
+         "--demo-requests 48", {}, 0, 1000000),
+    make("debug-hang-on-shutdown", ot::boolean, "false",
+         "debugging: add an actor that never stops, to exercise "
+         "--shutdown-timeout",
+         "--debug-hang-on-shutdown", {}, 0, 0, true),
+    make("debug-crash-endpoint", ot::boolean, "false",
+         "debugging: POST /debug/crash?child=NAME on the status server kills "
+         "that supervised actor (fault tests)",
+         "--debug-crash-endpoint", {}, 0, 0, true),
+  };
+}
+
+} // namespace
+
+std::string join_choices(const std::vector<std::string>& xs) {
+  std::string out;
+  for (const auto& x : xs) {
+    if (!out.empty())
+      out += ", ";
+    out += x;
+  }
+  return out;
+}
+
+const std::vector<option_spec>& option_specs() {
+  static const auto specs = make_specs();
+  return specs;
+}
+
+std::string help_text() {
+  std::ostringstream os;
+  os << "outrider: the cluster runtime beside LLM inference engines.\n\n"
+        "Usage: outrider --role sidecar|router|all [options]\n\n"
+        "Every option has one spelling: the flag --key, the YAML key `key:` "
+        "in --config,\nand the environment variable OUTRIDER_KEY (dashes "
+        "become underscores).\nPrecedence: flag > environment > config file "
+        "> default.\nDurations take ms, s, m or h (a bare number is ms).\n\n"
+        "Options:\n";
+  auto print = [&](bool hidden) {
+    for (const auto& s : option_specs()) {
+      if (s.hidden != hidden)
+        continue;
+      os << "  --" << s.key;
+      if (s.type != ot::boolean)
+        os << " <" << (s.choices.empty() ? "value" : join_choices(s.choices))
+           << ">";
+      os << "\n      " << s.help;
+      if (!s.default_value.empty())
+        os << " (default: " << s.default_value << ")";
+      os << "\n      e.g. " << s.example << "\n";
+    }
+  };
+  print(false);
+  os << "  -h, --help     this text\n  --version      print the version\n\n"
+        "Debugging:\n";
+  print(true);
+  os << "\nExit codes: 0 clean stop, 1 runtime failure, 2 bad command line "
+        "or configuration.\n"
+        "Example: outrider --role sidecar --engine-endpoint 127.0.0.1:50051 "
+        "--system-port 9090\n";
+  return os.str();
+}
+
+std::map<std::string, std::string> process_environment() {
+  std::map<std::string, std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    if (kv.rfind("OUTRIDER_", 0) != 0)
+      continue;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos)
+      out[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return out;
+}
+
+} // namespace outrider::runtime
