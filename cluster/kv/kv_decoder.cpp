@@ -81,6 +81,33 @@ constexpr std::string_view stored_fields[] = {
   "block_hashes", "parent_block_hash", "token_ids", "block_size"};
 constexpr std::string_view removed_fields[] = {"block_hashes"};
 
+// A BlockStored event's fields, in order: block_hashes, parent_block_hash,
+// token_ids, block_size.
+std::optional<kv_reject> decode_stored(const fields& f,
+                                       std::vector<kv::kv_event>& out) {
+  kv::block_stored s;
+  if (!as_hashes(*f.values[0], s.block_hashes))
+    return kv_reject::bad_event;
+  if (f.values[1]->type != t::NIL) {
+    auto p = as_hash(*f.values[1]);
+    if (!p)
+      return kv_reject::bad_event;
+    s.parent_block_hash = *p;
+  }
+  if (!as_tokens(*f.values[2], s.token_ids))
+    return kv_reject::bad_event;
+  const auto& bs = *f.values[3];
+  if (bs.type != t::POSITIVE_INTEGER || bs.via.u64 == 0 ||
+      bs.via.u64 > UINT32_MAX)
+    return kv_reject::bad_event;
+  s.block_size = static_cast<uint32_t>(bs.via.u64);
+  if (s.block_hashes.empty() ||
+      s.token_ids.size() != s.block_hashes.size() * s.block_size)
+    return kv_reject::token_count_mismatch;
+  out.emplace_back(std::move(s));
+  return std::nullopt;
+}
+
 std::optional<kv_reject> decode_event(const object& ev,
                                       std::vector<kv::kv_event>& out) {
   tag kind = tag::unknown;
@@ -125,29 +152,8 @@ std::optional<kv_reject> decode_event(const object& ev,
     if (!f.values[k])
       return kv_reject::bad_event;
   switch (kind) {
-  case tag::stored: {
-    kv::block_stored s;
-    if (!as_hashes(*f.values[0], s.block_hashes))
-      return kv_reject::bad_event;
-    if (f.values[1]->type != t::NIL) {
-      auto p = as_hash(*f.values[1]);
-      if (!p)
-        return kv_reject::bad_event;
-      s.parent_block_hash = *p;
-    }
-    if (!as_tokens(*f.values[2], s.token_ids))
-      return kv_reject::bad_event;
-    const auto& bs = *f.values[3];
-    if (bs.type != t::POSITIVE_INTEGER || bs.via.u64 == 0 ||
-        bs.via.u64 > UINT32_MAX)
-      return kv_reject::bad_event;
-    s.block_size = static_cast<uint32_t>(bs.via.u64);
-    if (s.block_hashes.empty() ||
-        s.token_ids.size() != s.block_hashes.size() * s.block_size)
-      return kv_reject::token_count_mismatch;
-    out.emplace_back(std::move(s));
-    return std::nullopt;
-  }
+  case tag::stored:
+    return decode_stored(f, out);
   case tag::removed: {
     kv::block_removed r;
     if (!as_hashes(*f.values[0], r.block_hashes))
