@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# scripts/check-layers passes on a tree whose includes point down and fails,
+# naming each one, on includes that go the wrong way.
+set -euo pipefail
+src=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp"/{runtime,cluster/kv,cluster/engine,actors/router,actors/sidecar,actors/indexer,app}
+echo '#include "runtime/errors.hpp"' >"$tmp/cluster/engine/a.hpp"
+echo '#include "cluster/kv/kv_event.hpp"' >"$tmp/actors/router/b.cpp"
+echo '#include "actors/sidecar/lifecycle.hpp"' >"$tmp/app/main.cpp"
+"$src/scripts/check-layers" "$tmp" >"$tmp/ok.log"
+# Four that go the wrong way.
+echo '#include "actors/sidecar/relay.hpp"' >>"$tmp/actors/router/b.cpp"
+echo '#include "actors/router/kv_router.hpp"' >"$tmp/actors/indexer/c.cpp"
+echo '#include "cluster/discovery.hpp"' >"$tmp/cluster/kv/d.cpp"
+echo '#include "app/x.hpp"' >"$tmp/runtime/e.cpp"
+if "$src/scripts/check-layers" "$tmp" >"$tmp/bad.log" 2>&1; then
+  echo "check-layers accepted includes that go the wrong way" >&2
+  exit 1
+fi
+test "$(grep -c 'must not include' "$tmp/bad.log")" -eq 4
+grep -q 'actors/router/b.cpp:2: actors/router/ must not include actors/sidecar/relay.hpp' "$tmp/bad.log"
+grep -q 'runtime/e.cpp:1: runtime/ must not include app/x.hpp' "$tmp/bad.log"
