@@ -159,6 +159,11 @@ void engine_runner::inject_payload(std::string payload) {
     pub_->publish(std::move(payload));
 }
 
+void engine_runner::lose_next_kv_message() {
+  if (pub_)
+    pub_->lose_next();
+}
+
 void engine_runner::inject_frames(std::vector<std::string> frames) {
   if (pub_)
     pub_->publish_frames(std::move(frames));

@@ -76,6 +76,8 @@ class engine_runner {
   void inject_payload(std::string payload);
   /// Publishes raw frames outside the sequence (tests).
   void inject_frames(std::vector<std::string> frames);
+  /// The next KV batch is not sent live (replay still has it).
+  void lose_next_kv_message();
   std::vector<cached_block> cache_snapshot() const;
   engine_load load() const;
   bool idle() const;

@@ -101,9 +101,11 @@ void kv_publisher::run() {
                                             ? zmq::send_flags::sndmore
                                             : zmq::send_flags::none);
     for (auto& [seq, payload] : batch) {
-      pub_.send(zmq::buffer(cfg_.topic), zmq::send_flags::sndmore);
-      pub_.send(zmq::buffer(kv::encode_seq(seq)), zmq::send_flags::sndmore);
-      pub_.send(zmq::buffer(payload), zmq::send_flags::none);
+      if (!lose_next_.exchange(false)) {
+        pub_.send(zmq::buffer(cfg_.topic), zmq::send_flags::sndmore);
+        pub_.send(zmq::buffer(kv::encode_seq(seq)), zmq::send_flags::sndmore);
+        pub_.send(zmq::buffer(payload), zmq::send_flags::none);
+      }
       if (replay) {
         buffer_.emplace_back(seq, std::move(payload));
         while (buffer_.size() > cfg_.buffer_steps)

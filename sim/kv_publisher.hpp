@@ -46,6 +46,10 @@ class kv_publisher {
   /// consumers' handling of broken input).
   void publish_frames(std::vector<std::string> frames);
 
+  /// The next sequenced message is lost on the wire (kept for replay, not
+  /// sent live), as a slow subscriber past ZeroMQ's high-water mark sees.
+  void lose_next() { lose_next_ = true; }
+
   uint64_t malformed_replay_requests() const { return bad_requests_.load(); }
 
  private:
@@ -64,6 +68,7 @@ class kv_publisher {
   std::atomic<uint64_t> next_seq_{0};
   std::atomic<uint64_t> bad_requests_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> lose_next_{false};
   std::thread thread_;
 };
 

@@ -105,6 +105,12 @@ runtime::http_response debug_route(sim_engine& e,
   }
   if (req.path == "/debug/kv_inject" && req.method == "POST")
     return inject_route(e, req);
+  if (req.path == "/debug/kv_lose" && req.method == "POST") {
+    // The next KV batch of every rank is lost on the wire (fault tests).
+    for (int k = 0; k < e.ranks(); ++k)
+      e.runner(k).lose_next_kv_message();
+    return json_answer(200, "{\"ok\":true}\n");
+  }
   if (req.method != "GET")
     return json_answer(405, "{\"error\":\"use GET\"}\n");
   return truth_route(e, req);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <zmq.hpp>
 
 #include <spdlog/spdlog.h>
@@ -17,6 +18,10 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
+// How long replays may fail to answer for one gap before its history counts
+// as lost.
+constexpr auto unanswered_replay_limit = std::chrono::seconds{5};
+
 struct replay_result {
   bool ok = false;
   std::vector<std::pair<uint64_t, std::string>> batches;
@@ -29,6 +34,8 @@ struct forwarder_state {
   kv_sequencer seq;
   bool caught_up = false;
   clock_type::time_point last_log{};
+  // Since when replays for the current gap have not answered.
+  std::optional<clock_type::time_point> unanswered_since;
   static inline const char* name = "kv_forwarder";
 
   // Counter handles, each looked up in the registry once (on first use, so
@@ -142,35 +149,57 @@ void apply(self_ptr self, uint64_t seq, const std::string& payload) {
 
 // Replays from the next expected sequence; handles history the engine no
 // longer has.
+// History before `plan.resume` is gone: the indexer resets the rank (and
+// tells subscribers), the lifecycle applies --on-kv-gap.
+void lose_history(self_ptr self, const kv_sequencer::replay_plan& plan,
+                  const char* why) {
+  auto& st = self->state;
+  st.counter("outrider_kv_gaps_unrecoverable_total",
+             "Gaps the engine's replay could not cover")
+    .inc();
+  spdlog::warn("kv_forwarder[{}]: history {}..{} is gone ({}); resetting the "
+               "rank",
+               st.cfg.source.rank, plan.lost_from, plan.resume - 1, why);
+  if (auto idx = st.cfg.indexer->get())
+    self->send(idx, indexer::reset_rank_atom::value,
+               int32_t{st.cfg.source.rank}, plan.resume);
+  caf::anon_send(st.cfg.parent, kv_gap_atom::value,
+                 int32_t{st.cfg.source.rank});
+}
+
+// Replays from the next expected sequence up to `upto_hint` (the live batch
+// that showed the gap; 0 at start). A gap that no replay covers is lost
+// history: the rank is reset and the stream goes on from the live batch, so
+// the index never freezes behind a gap.
 void catch_up(self_ptr self, uint64_t upto_hint) {
   auto& st = self->state;
   auto from = st.seq.next();
   auto r = replay(self, from);
   if (!r.ok) {
-    if (upto_hint > from)
-      spdlog::warn("kv_forwarder[{}]: no replay answer; events {}..{} "
-                   "missing",
-                   st.cfg.source.rank, from, upto_hint - 1);
+    if (upto_hint <= from)
+      return;
+    // A slow engine gets a few more live batches to answer; after that (or
+    // with no replay endpoint at all) the history is lost.
+    auto now = clock_type::now();
+    if (!st.unanswered_since)
+      st.unanswered_since = now;
+    bool none = st.cfg.source.replay_endpoint.empty();
+    if (none || now - *st.unanswered_since >= unanswered_replay_limit) {
+      st.unanswered_since.reset();
+      lose_history(self, st.seq.plan_unanswered(upto_hint),
+                   none ? "the engine has no replay endpoint"
+                        : "the replay did not answer");
+    }
     return;
   }
+  st.unanswered_since.reset();
   std::vector<uint64_t> seqs;
   seqs.reserve(r.batches.size());
   for (const auto& b : r.batches)
     seqs.push_back(b.first);
   auto plan = st.seq.plan_replay(seqs);
-  if (plan.lost) {
-    st.counter("outrider_kv_gaps_unrecoverable_total",
-               "Gaps the engine's replay buffer could not cover")
-      .inc();
-    spdlog::warn("kv_forwarder[{}]: history {}..{} is gone; resetting the "
-                 "rank",
-                 st.cfg.source.rank, plan.lost_from, plan.resume - 1);
-    if (auto idx = st.cfg.indexer->get())
-      self->send(idx, indexer::reset_rank_atom::value,
-                 int32_t{st.cfg.source.rank}, plan.resume);
-    caf::anon_send(st.cfg.parent, kv_gap_atom::value,
-                   int32_t{st.cfg.source.rank});
-  }
+  if (plan.lost)
+    lose_history(self, plan, "older than the engine's replay buffer");
   // The plan has moved the sequencer past these already.
   for (auto i : plan.apply)
     apply(self, r.batches[i].first, r.batches[i].second);

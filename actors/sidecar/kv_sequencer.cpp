@@ -31,6 +31,17 @@ kv_sequencer::plan_replay(const std::vector<uint64_t>& seqs) {
   return plan;
 }
 
+kv_sequencer::replay_plan kv_sequencer::plan_unanswered(uint64_t seq) {
+  replay_plan plan;
+  if (seq <= next_)
+    return plan;
+  plan.lost = true;
+  plan.lost_from = next_;
+  plan.resume = seq;
+  next_ = seq;
+  return plan;
+}
+
 bool kv_sequencer::resync(uint64_t expected) {
   if (expected == next_)
     return false;

@@ -44,6 +44,11 @@ class kv_sequencer {
   /// lost history and past every batch the plan applies.
   replay_plan plan_replay(const std::vector<uint64_t>& seqs);
 
+  /// A live batch `seq` is ahead and no replay covered the gap (no answer,
+  /// no replay endpoint): the history before it is lost, the rank must be
+  /// reset, and the stream continues at `seq` (which the plan applies).
+  replay_plan plan_unanswered(uint64_t seq);
+
   /// The indexer expects `expected`: start over from there. Returns false
   /// when we already were there (nothing to do).
   bool resync(uint64_t expected);

@@ -53,6 +53,23 @@ TEST_CASE("kv_sequencer: an empty replay answer is not lost history",
   CHECK(s.classify(50) == verdict::gap);
 }
 
+TEST_CASE("kv_sequencer: a gap no replay covered is lost history, and the "
+          "stream goes on from the live batch",
+          "[kv_sequencer]") {
+  kv_sequencer s{10};
+  auto plan = s.plan_unanswered(13);
+  REQUIRE(plan.lost);
+  CHECK(plan.lost_from == 10);
+  CHECK(plan.resume == 13);
+  CHECK(s.classify(13) == verdict::apply);
+  s.applied(13);
+  CHECK(s.classify(14) == verdict::apply);
+  // Nothing ahead: nothing lost.
+  CHECK_FALSE(s.plan_unanswered(14).lost);
+  CHECK_FALSE(s.plan_unanswered(2).lost);
+  CHECK(s.next() == 14);
+}
+
 TEST_CASE("kv_sequencer: resync moves only when the indexer disagrees",
           "[kv_sequencer]") {
   kv_sequencer s{8};

@@ -53,10 +53,11 @@ void sim_process::start() {
     {"enable_kv_cache_events", true},
     {"publisher", "zmq"},
     {"endpoint", "tcp://*:" + std::to_string(pub)},
-    {"replay_endpoint", "tcp://*:" + std::to_string(replay)},
     {"topic", "kv-events"},
     {"buffer_steps", opts.buffer_steps},
   };
+  if (opts.replay)
+    kv["replay_endpoint"] = "tcp://*:" + std::to_string(replay);
   std::vector<std::string> args{OUTRIDER_SIM_BIN,
                                 "--grpc-port",
                                 std::to_string(grpc),

@@ -28,6 +28,7 @@ struct sim_process {
     uint32_t num_blocks = 256;
     std::vector<std::string> extra;
     bool start_now = true;
+    bool replay = true; // false: no replay endpoint
   };
 
   explicit sim_process(options o);
