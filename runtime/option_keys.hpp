@@ -35,6 +35,8 @@ struct option_key {
   X(engine_endpoint, "engine-endpoint", string)                                \
   X(engine_protocol, "engine-protocol", string)                                \
   X(on_kv_gap, "on-kv-gap", string)                                            \
+  X(kv_max_message_bytes, "kv-max-message-bytes", integer)                     \
+  X(kv_max_batch_events, "kv-max-batch-events", integer)                       \
   X(data_dir, "data-dir", string)                                              \
   X(discovery, "discovery", string)                                            \
   X(discovery_dir, "discovery-dir", string)                                    \

@@ -81,6 +81,15 @@ std::vector<option_spec> make_specs() {
          "when the engine's replay cannot cover a gap: reset the rank, or "
          "also shut the engine down (vLLM) so it restarts clean",
          "--on-kv-gap shutdown-engine", {"reset", "shutdown-engine"}),
+    make("kv-max-message-bytes", ot::integer, "16777216",
+         "sidecar: largest KV event payload taken from the engine: a larger "
+         "live one is refused and counted, a larger replay answer is "
+         "dropped by ZeroMQ before it is read",
+         "--kv-max-message-bytes 4194304", {}, 4096, 1073741824),
+    make("kv-max-batch-events", ot::integer, "65536",
+         "sidecar: most events one KV batch may carry; a larger batch is "
+         "rejected whole and counted",
+         "--kv-max-batch-events 10000", {}, 1, 4194304),
     make("data-dir", ot::string, "./outrider-data",
          "sidecar: where the KV index lives (RocksDB)",
          "--data-dir /var/lib/outrider"),

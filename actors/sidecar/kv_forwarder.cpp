@@ -84,6 +84,9 @@ replay_result replay(self_ptr self, uint64_t from) {
     zmq::socket_t dealer{*st.cfg.zmq, zmq::socket_type::dealer};
     dealer.set(zmq::sockopt::rcvtimeo, 2000);
     dealer.set(zmq::sockopt::linger, 0);
+    // A replay socket lives for one replay: over the limit, ZeroMQ drops
+    // it before allocating, and the replay counts as unanswered.
+    dealer.set(zmq::sockopt::maxmsgsize, st.cfg.max_message_bytes);
     dealer.connect(st.cfg.source.replay_endpoint);
     dealer.send(zmq::message_t{}, zmq::send_flags::sndmore);
     dealer.send(zmq::buffer(kv::encode_seq(from)), zmq::send_flags::none);
@@ -125,7 +128,8 @@ void apply(self_ptr self, uint64_t seq, const std::string& payload) {
   auto b = std::make_shared<indexer::kv_batch>();
   b->rank = st.cfg.source.rank;
   b->seq = seq;
-  auto r = kv::decode_kv_batch(payload.data(), payload.size());
+  auto r = kv::decode_kv_batch(payload.data(), payload.size(),
+                               st.cfg.max_batch_events);
   if (!r.ok) {
     // The sequence still advances: an empty batch keeps the index in step.
     st.reject(kv::to_string(r.error), r.detail);
@@ -236,6 +240,13 @@ void poll_once(self_ptr self) {
         break;
       more = m.more();
     }
+    if (!frames.empty() &&
+        frames.back().size() > static_cast<size_t>(st.cfg.max_message_bytes)) {
+      st.reject("oversized_frame", std::to_string(frames.back().size()) +
+                                     " bytes, at most " +
+                                     std::to_string(st.cfg.max_message_bytes));
+      continue;
+    }
     if (frames.size() != 3 || frames[1].size() != 8) {
       st.reject("malformed_frame",
                 std::to_string(frames.size()) + " frames, sequence of " +
@@ -274,6 +285,9 @@ kv_forwarder_actor::behavior_type forwarder(self_ptr self,
   st.sub = std::make_unique<zmq::socket_t>(*st.cfg.zmq, zmq::socket_type::sub);
   st.sub->set(zmq::sockopt::subscribe, st.cfg.source.topic);
   st.sub->set(zmq::sockopt::linger, 0);
+  // No ZeroMQ maxmsgsize here: libzmq ends a connection that exceeds it
+  // as a protocol error and never reconnects, which would silence the
+  // engine for good. Oversized live frames are refused after receipt.
   st.sub->set(zmq::sockopt::rcvhwm, 100000);
   st.sub->connect(st.cfg.source.endpoint);
   spdlog::info("kv_forwarder[{}]: {} (replay {}), from sequence {}",

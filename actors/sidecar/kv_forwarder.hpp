@@ -8,6 +8,7 @@
 
 #include "actors/indexer/indexer_actor.hpp"
 #include "cluster/engine/engine_adapter.hpp"
+#include "cluster/kv/kv_decoder.hpp"
 #include "runtime/actor_slot.hpp"
 
 namespace zmq {
@@ -36,6 +37,8 @@ struct forwarder_config {
   uint64_t next_seq = 0;
   caf::actor parent;
   runtime::slot_ptr<indexer::indexer_actor> indexer;
+  int64_t max_message_bytes = 16 << 20; // ZeroMQ's maxmsgsize
+  size_t max_batch_events = kv::default_max_batch_events;
   std::shared_ptr<zmq::context_t> zmq;
 };
 

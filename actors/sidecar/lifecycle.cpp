@@ -110,6 +110,8 @@ void exec(self_ptr self, const cmd::start_forwarder& c) {
   fc.parent = caf::actor_cast<caf::actor>(self);
   fc.zmq = st.cfg.zmq;
   fc.indexer = st.cfg.indexer;
+  fc.max_message_bytes = st.cfg.kv_max_message_bytes;
+  fc.max_batch_events = st.cfg.kv_max_batch_events;
   if (auto i = st.forwarders.find(c.source.rank); i != st.forwarders.end())
     self->send_exit(i->second, caf::exit_reason::user_shutdown);
   auto f = spawn_kv_forwarder(self->system(), fc);

@@ -53,6 +53,8 @@ struct lifecycle_config {
   std::string worker_id;
   std::string relay_endpoint;
   bool shutdown_engine_on_gap = false; // --on-kv-gap shutdown-engine
+  int64_t kv_max_message_bytes = 16 << 20;
+  size_t kv_max_batch_events = 65536;
   std::shared_ptr<runtime::health_state> health;
   runtime::slot_ptr<indexer::indexer_actor> indexer;
   runtime::slot_ptr<registrar::registrar_actor> registrar;

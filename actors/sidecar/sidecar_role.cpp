@@ -61,6 +61,9 @@ lifecycle_config lifecycle_config_from(runtime::role_context& ctx,
   cfg.relay_endpoint =
     o.get(opt::relay_host) + ":" + std::to_string(o.get(opt::relay_port));
   cfg.shutdown_engine_on_gap = o.get(opt::on_kv_gap) == "shutdown-engine";
+  cfg.kv_max_message_bytes = o.get(opt::kv_max_message_bytes);
+  cfg.kv_max_batch_events =
+    static_cast<size_t>(o.get(opt::kv_max_batch_events));
   cfg.health = ctx.health;
   cfg.zmq = std::make_shared<zmq::context_t>(1);
   cfg.indexer = slots.indexer;

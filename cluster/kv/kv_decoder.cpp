@@ -192,6 +192,8 @@ const char* to_string(kv_reject r) {
     return "unknown_event_type";
   case kv_reject::token_count_mismatch:
     return "token_count_mismatch";
+  case kv_reject::too_many_events:
+    return "too_many_events";
   }
   return "unknown";
 }
@@ -200,7 +202,8 @@ uint64_t fold_hash_bytes(const void* data, size_t size) {
   return XXH3_64bits(data, size);
 }
 
-decode_result decode_kv_batch(const void* data, size_t size) {
+decode_result decode_kv_batch(const void* data, size_t size,
+                              size_t max_events) {
   msgpack::object_handle oh;
   try {
     size_t off = 0;
@@ -236,6 +239,10 @@ decode_result decode_kv_batch(const void* data, size_t size) {
       return fail(kv_reject::bad_batch, "dp_rank is neither an int nor nil");
   }
   const auto& evs = a.ptr[1].via.array;
+  if (evs.size > max_events)
+    return fail(kv_reject::too_many_events, std::to_string(evs.size) +
+                                              " events, at most " +
+                                              std::to_string(max_events));
   out.batch.events.reserve(evs.size);
   for (uint32_t i = 0; i < evs.size; ++i)
     if (auto why = decode_event(evs.ptr[i], out.batch.events))

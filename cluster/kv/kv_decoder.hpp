@@ -17,7 +17,12 @@ enum class kv_reject {
   bad_event,            // an event of the wrong shape or field types
   unknown_event_type,   // a tag we do not know
   token_count_mismatch, // token_ids != len(block_hashes) * block_size
+  too_many_events,      // more events in one batch than allowed
 };
+
+/// The most events one batch may carry unless the caller says otherwise
+/// (`--kv-max-batch-events`).
+inline constexpr size_t default_max_batch_events = 65536;
 
 const char* to_string(kv_reject r);
 
@@ -40,7 +45,10 @@ struct decode_result {
 /// Decodes a KV event payload in either encoding (tagged maps or tagged
 /// positional arrays, WIRE.md section 2). Never trusts the input: every type
 /// is checked before use, and nothing here throws.
-decode_result decode_kv_batch(const void* data, size_t size);
+/// A batch with more than `max_events` events is rejected whole
+/// (`too_many_events`) before any is decoded.
+decode_result decode_kv_batch(const void* data, size_t size,
+                              size_t max_events = default_max_batch_events);
 
 /// Folds a raw-bytes block hash (e.g. a 32-byte digest) to 64 bits.
 uint64_t fold_hash_bytes(const void* data, size_t size);

@@ -184,3 +184,31 @@ TEST_CASE("map events with a wrong field type are rejected") {
   CHECK(r.batch.events.empty());
   CHECK(r.batch.rejected == std::vector<kv_reject>{kv_reject::bad_event});
 }
+
+TEST_CASE("a batch with more events than allowed is rejected whole") {
+  // [ts, [AllBlocksCleared x n], nil] in the positional encoding.
+  auto batch = [](size_t n) {
+    std::string b = from_hex("93cb41d954fc40400000");
+    b += from_hex("dd") + from_hex("00000000"); // array32 header, patched
+    for (int i = 0; i < 4; ++i)
+      b[b.size() - 1 - static_cast<size_t>(i)] =
+        static_cast<char>((n >> (8 * i)) & 0xff);
+    for (size_t i = 0; i < n; ++i)
+      b += from_hex("91b0416c6c426c6f636b73436c6561726564");
+    b += from_hex("c0");
+    return b;
+  };
+  auto ok = batch(10);
+  auto at_limit = decode_kv_batch(ok.data(), ok.size(), 10);
+  REQUIRE(at_limit.ok);
+  CHECK(at_limit.batch.events.size() == 10);
+  auto over = decode_kv_batch(ok.data(), ok.size(), 9);
+  CHECK_FALSE(over.ok);
+  CHECK(over.error == kv_reject::too_many_events);
+  CHECK(over.detail == "10 events, at most 9");
+  CHECK(std::string{to_string(kv_reject::too_many_events)} ==
+        "too_many_events");
+  // The default limit holds for callers that give none.
+  auto big = batch(default_max_batch_events + 1);
+  CHECK(decode(big).error == kv_reject::too_many_events);
+}

@@ -369,3 +369,34 @@ TEST_CASE("a batch lost with no replay to cover it resets the rank and the "
     5s));
   CHECK(side.get("/ready") == 200);
 }
+
+TEST_CASE("a KV message over --kv-max-message-bytes is refused and counted, "
+          "and the index stays whole") {
+  sim_process sim{{}};
+  REQUIRE(sim.wait_serving(10s));
+  sidecar_process side{
+    sim.endpoint(), nullptr, {"--kv-max-message-bytes", "4096"}};
+  auto id = instance_of(sim);
+  REQUIRE(eventually([&] { return registered_as(side, id); }, 10s));
+  REQUIRE(generate(sim, 10, 9));
+  REQUIRE(eventually([&] { return index_matches(side, sim); }, 5s));
+  // [topic, a sequence far ahead, 20 kB]: within the limit it would be
+  // rejected as sequence_ahead; over it, it is refused as oversized before
+  // anything else looks at it.
+  nlohmann::json body{
+    {"frames_hex",
+     {"6b762d6576656e7473", "00ffffffffffff00", std::string(40000, 'a')}}};
+  child_process curl{
+    {"/usr/bin/curl", "-s", "-f", "-X", "POST", "-d", body.dump(),
+     "http://127.0.0.1:" + std::to_string(sim.debug) + "/debug/kv_inject"}};
+  REQUIRE(curl.wait(10s) == 0);
+  for (uint32_t i = 0; i < 5; ++i)
+    REQUIRE(generate(sim, 1000 + 100 * i, 9));
+  CHECK(eventually([&] { return index_matches(side, sim); }, 10s));
+  CHECK(side.metric("outrider_kv_events_rejected_total{reason=\"oversized_"
+                    "frame\",rank=\"0\"}") == 1.0);
+  CHECK_FALSE(side.metric(
+    "outrider_kv_events_rejected_total{reason=\"sequence_ahead\",rank=\"0\"}"));
+  CHECK_FALSE(side.metric("outrider_kv_gaps_unrecoverable_total{rank=\"0\"}"));
+  CHECK(side.get("/ready") == 200);
+}
