@@ -70,11 +70,11 @@ route_decision dispatcher::place(std::shared_ptr<route_request> req) {
   // While the supervisor restarts the router actor (it does not answer, or
   // it does not know the workers yet), wait a little rather than fail.
   auto deadline = clock_type::now() + std::chrono::seconds{3};
+  caf::scoped_actor self{sys_};
   for (;;) {
     auto generation = router_->generation();
     route_decision d;
     bool down = false;
-    caf::scoped_actor self{sys_};
     self
       ->request(router_->get(), std::chrono::seconds{5}, place_atom::value,
                 creq)
@@ -162,9 +162,8 @@ class dispatcher::attempts final : public attempt_seams {
  public:
   attempts(dispatcher& d, const generate_params& p) : d_(d), p_(p) {}
 
-  route_decision place(const route_request& in) override {
+  route_decision place(const std::shared_ptr<route_request>& req) override {
     auto tp = clock_type::now();
-    auto req = std::make_shared<route_request>(in);
     // With disaggregation the request is decoded on a decode worker (any
     // decoding worker when there is no decode pool).
     req->role = d_.disagg_ ? "decode" : "";

@@ -9,10 +9,10 @@ generate_outcome run_with_migration(
   out.prompt_tokens = static_cast<uint32_t>(p.prompt.size());
   std::vector<std::string> exclude;
   for (int attempt = 0;; ++attempt) {
-    route_request req;
-    req.tokens = p.prompt;
-    req.tokens.insert(req.tokens.end(), out.tokens.begin(), out.tokens.end());
-    req.exclude = exclude;
+    auto req = std::make_shared<route_request>();
+    req->tokens = p.prompt;
+    req->tokens.insert(req->tokens.end(), out.tokens.begin(), out.tokens.end());
+    req->exclude = exclude;
     auto d = seams.place(req);
     if (!d.ok) {
       out.http_status = 503;
@@ -21,7 +21,7 @@ generate_outcome run_with_migration(
     }
     out.worker_id = d.worker_id;
     auto left = p.max_tokens - static_cast<uint32_t>(out.tokens.size());
-    auto r = seams.stream(d, req.tokens, left, attempt, out, on_tokens);
+    auto r = seams.stream(d, req->tokens, left, attempt, out, on_tokens);
     seams.release(d);
     switch (r.end) {
     case attempt_end::finished:

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,8 +49,9 @@ struct attempt_result {
 class attempt_seams {
  public:
   virtual ~attempt_seams() = default;
-  /// Picks a worker for `req` (waiting while every worker is busy).
-  virtual route_decision place(const route_request& req) = 0;
+  /// Picks a worker for `req` (waiting while every worker is busy); may set
+  /// the request's role.
+  virtual route_decision place(const std::shared_ptr<route_request>& req) = 0;
   /// Streams `tokens` (the prompt plus what earlier attempts produced) on
   /// `d`'s worker for at most `max_tokens`; appends new tokens to
   /// `out.tokens` and hands each chunk to `on_tokens`, and records the

@@ -28,7 +28,8 @@ struct fake_seams final : attempt_seams {
   int migrations = 0;
   uint32_t next_token = 1000;
 
-  route_decision place(const route_request& req) override {
+  route_decision place(const std::shared_ptr<route_request>& in) override {
+    const auto& req = *in;
     placed.push_back(req);
     route_decision d;
     for (const auto& w : workers)

@@ -106,7 +106,6 @@ class placement {
   slot_load load(uint32_t slot) const;
   size_t slots() const { return slots_.size(); }
   size_t index_entries() const { return index_.entries(); }
-  const router_config& config() const { return cfg_; }
 
  private:
   struct slot_info {

@@ -38,29 +38,47 @@ struct forwarder_state {
   std::optional<clock_type::time_point> unanswered_since;
   static inline const char* name = "kv_forwarder";
 
-  // Counter handles, each looked up in the registry once (on first use, so
-  // that a series appears only once something happened).
-  std::map<std::string, runtime::counter*> counters;
+  // Counter handles, each looked up in the registry once, on first use (a
+  // series appears only once something happened).
+  struct lazy_counter {
+    const char* name;
+    const char* help;
+    runtime::counter* c = nullptr;
+  };
+  lazy_counter batches{"outrider_kv_batches_received_total",
+                       "KV event batches received from the engine"};
+  lazy_counter replays{"outrider_kv_replay_requests_total",
+                       "Replays asked of the engine"};
+  lazy_counter duplicates{"outrider_kv_duplicates_total",
+                          "Live batches already applied (after a replay)"};
+  lazy_counter gaps{"outrider_kv_gaps_total",
+                    "Sequence gaps in the live stream"};
+  lazy_counter unrecoverable{"outrider_kv_gaps_unrecoverable_total",
+                             "Gaps the engine's replay could not cover"};
+  std::map<std::string, runtime::counter*> rejected; // by reason
 
-  runtime::counter& counter(const char* name, const char* help,
-                            const std::string& reason = {}) {
-    auto key = std::string{name} + "/" + reason;
-    auto& c = counters[key];
-    if (!c) {
-      runtime::label_set labels;
-      if (!reason.empty())
-        labels.emplace_back("reason", reason);
-      labels.emplace_back("rank", std::to_string(cfg.source.rank));
-      c = &runtime::global_metrics().get_counter(name, help, labels);
-    }
-    return *c;
+  runtime::counter& handle(const char* name, const char* help,
+                           const std::string& reason = {}) {
+    runtime::label_set labels;
+    if (!reason.empty())
+      labels.emplace_back("reason", reason);
+    labels.emplace_back("rank", std::to_string(cfg.source.rank));
+    return runtime::global_metrics().get_counter(name, help, labels);
+  }
+
+  runtime::counter& counter(lazy_counter& l) {
+    if (!l.c)
+      l.c = &handle(l.name, l.help);
+    return *l.c;
   }
 
   void reject(const std::string& reason, const std::string& detail,
               uint64_t n = 1) {
-    counter("outrider_kv_events_rejected_total",
-            "KV frames or events rejected, by reason", reason)
-      .inc(n);
+    auto& c = rejected[reason];
+    if (!c)
+      c = &handle("outrider_kv_events_rejected_total",
+                  "KV frames or events rejected, by reason", reason);
+    c->inc(n);
     // Logged at most once a second: bad input must not flood the log.
     auto now = clock_type::now();
     if (now - last_log > std::chrono::seconds{1}) {
@@ -78,8 +96,7 @@ replay_result replay(self_ptr self, uint64_t from) {
   replay_result out;
   if (st.cfg.source.replay_endpoint.empty())
     return out;
-  st.counter("outrider_kv_replay_requests_total", "Replays asked of the engine")
-    .inc();
+  st.counter(st.replays).inc();
   try {
     zmq::socket_t dealer{*st.cfg.zmq, zmq::socket_type::dealer};
     dealer.set(zmq::sockopt::rcvtimeo, 2000);
@@ -143,9 +160,7 @@ void apply(self_ptr self, uint64_t seq, const std::string& payload) {
                 n);
     b->events = std::move(r.batch.events);
   }
-  st.counter("outrider_kv_batches_received_total",
-             "KV event batches received from the engine")
-    .inc();
+  st.counter(st.batches).inc();
   if (auto idx = st.cfg.indexer->get())
     self->send(idx, indexer::apply_atom::value,
                std::shared_ptr<const indexer::kv_batch>{std::move(b)});
@@ -158,9 +173,7 @@ void apply(self_ptr self, uint64_t seq, const std::string& payload) {
 void lose_history(self_ptr self, const kv_sequencer::replay_plan& plan,
                   const char* why) {
   auto& st = self->state;
-  st.counter("outrider_kv_gaps_unrecoverable_total",
-             "Gaps the engine's replay could not cover")
-    .inc();
+  st.counter(st.unrecoverable).inc();
   spdlog::warn("kv_forwarder[{}]: history {}..{} is gone ({}); resetting the "
                "rank",
                st.cfg.source.rank, plan.lost_from, plan.resume - 1, why);
@@ -257,14 +270,11 @@ void poll_once(self_ptr self) {
     auto seq = kv::decode_seq(frames[1].data());
     auto v = st.seq.classify(seq);
     if (v == kv_sequencer::verdict::duplicate) {
-      st.counter("outrider_kv_duplicates_total",
-                 "Live batches already applied (after a replay)")
-        .inc();
+      st.counter(st.duplicates).inc();
       continue;
     }
     if (v == kv_sequencer::verdict::gap) {
-      st.counter("outrider_kv_gaps_total", "Sequence gaps in the live stream")
-        .inc();
+      st.counter(st.gaps).inc();
       catch_up(self, seq);
       v = st.seq.classify(seq);
     }

@@ -126,7 +126,6 @@ class lifecycle_machine {
   /// SIGTERM: withdraw and turn unready.
   lifecycle_commands on_stopping();
 
-  engine::engine_health health() const { return health_; }
   bool identified() const { return identified_; }
   uint64_t attempt() const { return attempt_; }
   const engine::engine_info& info() const { return info_; }
