@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdlib>
+#include <sys/resource.h>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -53,6 +54,16 @@ void add_crash_route(status_server& status, caf::actor_system& sys,
       return r;
     },
     /*any_method=*/true);
+}
+
+// Every connection is a file descriptor: lift the soft limit (often 1024)
+// to the hard one, so that the frontend's --http-max-connections can be met.
+void raise_fd_limit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
 }
 
 // What the run loop hands to the role's actors.
@@ -197,10 +208,10 @@ int run_process(const options& opts, const role_builder& build) {
   auto control = std::make_shared<process_control>();
   status_server status{health, global_metrics()};
   auto host = opts.get(opt::system_host);
-  auto err =
-    status.start(host, static_cast<uint16_t>(opts.get(opt::system_port)));
-  if (!err.empty()) {
-    spdlog::error("status server: {}", err);
+  raise_fd_limit();
+  if (auto err =
+        status.start(host, static_cast<uint16_t>(opts.get(opt::system_port)))) {
+    spdlog::error("status server: {}", describe(err));
     return 1;
   }
   spdlog::info("outrider {} starting; status server on {}:{}", role, host,

@@ -47,6 +47,17 @@ struct option_key {
   X(engine_startup_deadline, "engine-startup-deadline", duration)              \
   X(http_host, "http-host", string)                                            \
   X(http_port, "http-port", integer)                                           \
+  X(http_io_threads, "http-io-threads", integer)                               \
+  X(http_max_connections, "http-max-connections", integer)                     \
+  X(http_max_in_flight, "http-max-in-flight", integer)                         \
+  X(http_max_header_bytes, "http-max-header-bytes", integer)                   \
+  X(http_max_headers, "http-max-headers", integer)                             \
+  X(http_max_body_bytes, "http-max-body-bytes", integer)                       \
+  X(http_max_json_depth, "http-max-json-depth", integer)                       \
+  X(max_prompt_tokens, "max-prompt-tokens", integer)                           \
+  X(http_read_timeout, "http-read-timeout", duration)                          \
+  X(http_idle_timeout, "http-idle-timeout", duration)                          \
+  X(http_send_timeout, "http-send-timeout", duration)                          \
   X(grpc_port, "grpc-port", integer)                                           \
   X(dispatch, "dispatch", string)                                              \
   X(router_mode, "router-mode", string)                                        \

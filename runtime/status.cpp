@@ -4,6 +4,23 @@
 
 namespace outrider::runtime {
 
+namespace {
+
+// Probes and scrapes are small: tight limits, short deadlines.
+http_limits status_limits() {
+  http_limits l;
+  l.header_bytes = 8192;
+  l.body_bytes = 1 << 20;
+  l.max_connections = 1024;
+  l.read_timeout = std::chrono::seconds{5};
+  l.idle_timeout = std::chrono::seconds{30};
+  l.send_timeout = std::chrono::seconds{10};
+  l.io_threads = 1;
+  return l;
+}
+
+} // namespace
+
 health_state::health_state(std::string role) : role_(std::move(role)) {}
 
 void health_state::set_ready(bool ready) {
@@ -42,10 +59,39 @@ status_server::status_server(std::shared_ptr<health_state> health,
   : health_(std::move(health)), metrics_(metrics),
     requests_(metrics.get_counter("outrider_status_requests_total",
                                   "Requests to the status server")),
-    http_([this](const http_request& r) { return handle(r); }) {}
+    http_("status",
+          http_server::async_handler{[this](std::shared_ptr<http_exchange> ex) {
+            serve(std::move(ex));
+          }},
+          status_limits()) {}
 
-std::string status_server::start(const std::string& host, uint16_t port) {
+caf::error status_server::start(const std::string& host, uint16_t port) {
   return http_.start(host, port);
+}
+
+void status_server::stop() {
+  http_.stop(std::chrono::seconds{2});
+  slow_.stop();
+}
+
+status_server::route status_server::route_of(const std::string& path) {
+  std::lock_guard<std::mutex> guard{routes_mtx_};
+  if (auto i = routes_.find(path); i != routes_.end())
+    return i->second;
+  return {};
+}
+
+void status_server::serve(std::shared_ptr<http_exchange> ex) {
+  if (!route_of(ex->request().path).first) {
+    ex->respond(handle(ex->request())); // probes and metrics: right here
+    return;
+  }
+  auto job = [this, ex] { ex->respond(handle(ex->request())); };
+  if (!slow_.try_run(job)) {
+    auto r = http_error(503, "the status server's worker is busy");
+    r.headers["Retry-After"] = "1";
+    ex->respond(std::move(r));
+  }
 }
 
 void status_server::add_route(
@@ -58,13 +104,7 @@ void status_server::add_route(
 http_response status_server::handle(const http_request& req) {
   requests_.inc();
   http_response r;
-  std::function<http_response(const http_request&)> extra;
-  bool any_method = false;
-  {
-    std::lock_guard<std::mutex> guard{routes_mtx_};
-    if (auto i = routes_.find(req.path); i != routes_.end())
-      std::tie(extra, any_method) = i->second;
-  }
+  auto [extra, any_method] = route_of(req.path);
   if (extra && any_method)
     return extra(req);
   auto known = req.path == "/live" || req.path == "/ready" ||

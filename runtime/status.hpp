@@ -7,8 +7,9 @@
 #include <mutex>
 #include <string>
 
-#include "runtime/http_server.hpp"
+#include "runtime/http/server.hpp"
 #include "runtime/metrics.hpp"
+#include "runtime/worker_pool.hpp"
 
 namespace outrider::runtime {
 
@@ -44,35 +45,42 @@ class health_state {
   std::map<std::string, component> components_; // guarded by mtx_
 };
 
-/// The status server: `/live`, `/ready`, `/health`, `/metrics`.
+/// The status server: `/live`, `/ready`, `/health`, `/metrics`, answered
+/// on its own I/O thread; added routes (debugging) run on a separate worker,
+/// so that a slow one never delays a probe.
 class status_server {
  public:
   status_server(std::shared_ptr<health_state> health,
                 metrics_registry& metrics);
 
-  /// Starts listening; returns an error text, or empty on success.
-  std::string start(const std::string& host, uint16_t port);
+  /// Starts listening (`bind_failed` when it cannot).
+  caf::error start(const std::string& host, uint16_t port);
   uint16_t port() const { return http_.port(); }
-  void stop() { http_.stop(); }
+  void stop();
 
   /// Serves `path` with `h` as well (any time, from any thread). The
-  /// handler runs on the server's thread and must answer within a second.
-  /// Only GET and HEAD reach it, unless `any_method`.
+  /// handler runs on the status server's worker thread (one; a few
+  /// requests wait, more get 503). Only GET and HEAD reach it, unless
+  /// `any_method`.
   void add_route(const std::string& path,
                  std::function<http_response(const http_request&)> h,
                  bool any_method = false);
 
-  /// Routes one request; public for unit tests.
+  /// Routes one request (added routes inline); public for unit tests.
   http_response handle(const http_request& req);
 
  private:
+  using route = std::pair<std::function<http_response(const http_request&)>,
+                          bool>; // handler, any method
+  void serve(std::shared_ptr<http_exchange> ex);
+  route route_of(const std::string& path);
+
   std::shared_ptr<health_state> health_;
   metrics_registry& metrics_;
   counter& requests_;
   std::mutex routes_mtx_;
-  std::map<std::string,
-           std::pair<std::function<http_response(const http_request&)>, bool>>
-    routes_; // guarded by routes_mtx_
+  std::map<std::string, route> routes_; // guarded by routes_mtx_
+  worker_pool slow_{1, 8};
   http_server http_;
 };
 

@@ -6,7 +6,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/http_server.hpp"
+#include "runtime/http/server.hpp"
 #include "sim/sim_options.hpp"
 #include "sim/sim_server.hpp"
 
@@ -198,13 +198,13 @@ int run(int argc, char** argv) {
   std::unique_ptr<runtime::http_server> debug;
   if (cfg.debug_port > 0) {
     debug = std::make_unique<runtime::http_server>(
-      [&engine](const runtime::http_request& r) {
+      "sim_debug",
+      runtime::http_server::handler{[&engine](const runtime::http_request& r) {
         return debug_route(engine, r);
-      });
+      }});
     if (auto err =
-          debug->start(cfg.host, static_cast<uint16_t>(cfg.debug_port));
-        !err.empty())
-      return fail("debug server: " + err, 1);
+          debug->start(cfg.host, static_cast<uint16_t>(cfg.debug_port)))
+      return fail("debug server: " + outrider::describe(err), 1);
   }
   std::fprintf(stderr, "outrider-sim: instance %s on %s, %d rank(s), role %s\n",
                engine.instance_id().c_str(), address.c_str(), engine.ranks(),

@@ -162,6 +162,8 @@ class dispatcher::attempts final : public attempt_seams {
  public:
   attempts(dispatcher& d, const generate_params& p) : d_(d), p_(p) {}
 
+  bool may_migrate() const override { return !d_.shutting_down_.load(); }
+
   route_decision place(const std::shared_ptr<route_request>& req) override {
     auto tp = clock_type::now();
     // With disaggregation the request is decoded on a decode worker (any
@@ -175,7 +177,7 @@ class dispatcher::attempts final : public attempt_seams {
     if (d.busy) {
       // Every worker is busy: wait here rather than pile on (bounded).
       d_.stats_.queue_depth->add(1);
-      for (int i = 0; i < 60000 && d.busy; ++i) {
+      for (int i = 0; i < 60000 && d.busy && !d_.shutting_down_.load(); ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds{5});
         d = d_.place(req);
       }

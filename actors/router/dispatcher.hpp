@@ -45,6 +45,10 @@ class dispatcher {
   generate(const generate_params& p,
            const std::function<bool(const std::vector<uint32_t>&)>& on_tokens);
 
+  /// From now on a broken stream is not migrated and nothing waits in the
+  /// queue for a free worker (the router is shutting down).
+  void begin_shutdown() { shutting_down_ = true; }
+
   struct kv_session_ref; // an OpenEngine KvSessionRef
 
  private:
@@ -80,6 +84,7 @@ class dispatcher {
   bool direct_ = false; // --dispatch direct: straight to the engines
   stats stats_ = stats::make();
   std::atomic<uint64_t> next_id_{0};
+  std::atomic<bool> shutting_down_{false};
   // The router actor's generation that last placed a request.
   std::atomic<uint64_t> placed_generation_{0};
   std::mutex mtx_;

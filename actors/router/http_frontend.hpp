@@ -1,49 +1,70 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
+#include <chrono>
 #include <cstdint>
 #include <functional>
-#include <list>
-#include <mutex>
-#include <set>
+#include <memory>
 #include <string>
-#include <thread>
+#include <vector>
 
 #include "actors/router/dispatcher.hpp"
-#include "runtime/http_server.hpp"
+#include "actors/router/openai_api.hpp"
+#include "runtime/http/server.hpp"
+#include "runtime/worker_pool.hpp"
 
 namespace outrider::router {
 
-/// The OpenAI-compatible HTTP frontend: `POST /v1/completions` with
-/// token-id prompts (streaming as server-sent events ending in
-/// `data: [DONE]`), `GET /v1/models`. One thread per connection (bounded);
-/// a client that goes away mid-stream cancels the request on the engine.
+struct frontend_config {
+  runtime::http_limits http;
+  api_limits api;
+  /// Requests generating at once. Each holds a worker thread while the
+  /// dispatcher's engine calls block; beyond it: 503 with Retry-After.
+  size_t max_in_flight = 1024;
+};
+
+/// The OpenAI-compatible HTTP frontend on the asynchronous HTTP server:
+/// `POST /v1/completions` with token-id prompts (streaming as server-sent
+/// events ending in `data: [DONE]`), `GET /v1/models`. A client that goes
+/// away, streaming or not, cancels its request on the engine.
 class http_frontend {
  public:
   /// `models`: the names to list and accept (empty: accept any).
   http_frontend(dispatcher& d, std::function<std::vector<std::string>()> models,
-                size_t max_connections = 1024);
+                frontend_config cfg = {});
   ~http_frontend();
 
-  std::string start(const std::string& host, uint16_t port);
-  uint16_t port() const { return port_; }
-  void stop();
+  caf::error start(const std::string& host, uint16_t port);
+  uint16_t port() const { return server_.port(); }
+
+  /// Shutdown, first step: new requests get 503 (and the connection
+  /// closes); requests in flight go on.
+  void drain();
+  /// Waits up to `grace` for the requests in flight, then ends the rest
+  /// with an error (their engine requests are cancelled) and closes.
+  void stop(std::chrono::milliseconds grace = std::chrono::seconds{5});
+
+  size_t in_flight() const { return in_flight_.load(); }
 
  private:
-  void accept_loop();
-  void serve(int fd);
+  void serve(std::shared_ptr<runtime::http_exchange> ex);
+  void generate(const std::shared_ptr<runtime::http_exchange>& ex,
+                const completion_request& c);
+  void stream(const std::shared_ptr<runtime::http_exchange>& ex,
+              const completion_request& c);
+  /// False once the request should stop: client gone or cut at shutdown.
+  bool wanted(const runtime::http_exchange& ex) const {
+    return !ex.gone() && !cut_.load(std::memory_order_relaxed);
+  }
 
   dispatcher& dispatcher_;
   std::function<std::vector<std::string>()> models_;
-  size_t max_connections_;
-  int listen_fd_ = -1;
-  uint16_t port_ = 0;
-  std::atomic<bool> stopping_{false};
-  std::thread acceptor_;
-  std::mutex mtx_;
-  std::condition_variable idle_;
-  std::set<int> open_fds_; // one per connection thread; guarded by mtx_
+  frontend_config cfg_;
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> cut_{false};
+  std::atomic<size_t> in_flight_{0};
+  runtime::worker_pool pool_;
+  runtime::http_server server_; // last: stopped first, before the pool
 };
 
 } // namespace outrider::router

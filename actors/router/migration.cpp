@@ -34,7 +34,8 @@ generate_outcome run_with_migration(
       out.error = "cancelled by the client";
       return out;
     case attempt_end::unavailable:
-      if (out.tokens.size() < p.max_tokens && attempt < migration_limit) {
+      if (out.tokens.size() < p.max_tokens && attempt < migration_limit &&
+          seams.may_migrate()) {
         seams.migrating(d, out);
         ++out.migrations;
         exclude.push_back(d.worker_id);

@@ -64,6 +64,8 @@ class attempt_seams {
   virtual void release(const route_decision& d) = 0;
   /// A stream is being moved to another worker (metrics, log).
   virtual void migrating(const route_decision&, const generate_outcome&) {}
+  /// False once migration must stop (the router is shutting down).
+  virtual bool may_migrate() const { return true; }
 };
 
 /// Runs a request to its end, migrating a broken stream: the tokens so far

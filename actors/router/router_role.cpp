@@ -96,16 +96,35 @@ models_of(const std::shared_ptr<router_parts>& parts) {
   };
 }
 
+frontend_config frontend_config_from(const runtime::options& o) {
+  frontend_config f;
+  auto size = [&](runtime::option_key<int64_t> k) {
+    return static_cast<size_t>(o.get(k));
+  };
+  f.http.io_threads = size(opt::http_io_threads);
+  f.http.max_connections = size(opt::http_max_connections);
+  f.http.header_bytes = size(opt::http_max_header_bytes);
+  f.http.max_headers = size(opt::http_max_headers);
+  f.http.body_bytes = size(opt::http_max_body_bytes);
+  f.http.read_timeout = o.get(opt::http_read_timeout);
+  f.http.idle_timeout = o.get(opt::http_idle_timeout);
+  f.http.send_timeout = o.get(opt::http_send_timeout);
+  f.api.json_depth = size(opt::http_max_json_depth);
+  f.api.max_prompt_tokens = size(opt::max_prompt_tokens);
+  f.max_in_flight = size(opt::http_max_in_flight);
+  return f;
+}
+
 // Both frontends; true when every one listens.
 bool start_frontends(runtime::role_context& ctx, router_parts& parts,
                      const std::function<std::vector<std::string>()>& models) {
   const auto& o = ctx.opts;
   const auto& host = o.get(opt::http_host);
-  parts.frontend = std::make_unique<http_frontend>(*parts.dispatch, models);
-  auto err =
-    parts.frontend->start(host, static_cast<uint16_t>(o.get(opt::http_port)));
-  if (!err.empty()) {
-    ctx.control->request_exit(1, "frontend: " + err);
+  parts.frontend = std::make_unique<http_frontend>(*parts.dispatch, models,
+                                                   frontend_config_from(o));
+  if (auto err = parts.frontend->start(
+        host, static_cast<uint16_t>(o.get(opt::http_port)))) {
+    ctx.control->request_exit(1, "frontend: " + describe(err));
     return false;
   }
   spdlog::info("router: OpenAI-compatible frontend on {}:{} ({} mode)", host,
@@ -140,9 +159,13 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
     ctx.health->set_component("frontend", "serving");
     ctx.health->set_ready(true);
   }
-  ctx.pre_stop_hooks.push_back([parts] {
+  // Shutdown: stop admitting at once, let requests in flight finish for
+  // most of --shutdown-timeout, then end the rest.
+  auto grace = o.get(opt::shutdown_timeout) * 3 / 4;
+  ctx.pre_stop_hooks.push_back([parts, grace] {
+    parts->dispatch->begin_shutdown();
     if (parts->frontend)
-      parts->frontend->stop();
+      parts->frontend->stop(grace);
     if (parts->grpc)
       parts->grpc->stop();
     parts->watcher.reset();

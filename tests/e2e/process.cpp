@@ -114,7 +114,8 @@ int http_call(uint16_t port, const std::string& method, const std::string& path,
     return -1;
   }
   auto req = method + " " + path +
-             " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n";
+             " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n"
+             "Connection: close\r\n\r\n";
   send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   std::string resp;
   char buf[4096];

@@ -1,0 +1,59 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/router/migration.hpp"
+#include "runtime/http/types.hpp"
+
+namespace outrider::router {
+
+/// What the frontend accepts of a request, before any engine sees it.
+struct api_limits {
+  size_t json_depth = 8; // the API itself needs 3
+  size_t max_prompt_tokens = 1'000'000;
+};
+
+struct completion_request {
+  generate_params params;
+  bool stream = false;
+  std::string model;
+};
+
+/// Validates an OpenAI `/v1/completions` body (token-id prompts); the error
+/// response when it is bad. `models`: the names to accept (empty: any).
+std::optional<runtime::http_response>
+parse_completion(const std::string& body,
+                 const std::vector<std::string>& models, const api_limits& lim,
+                 completion_request& out);
+
+/// An OpenAI error body; counts it by `code` in
+/// `outrider_http_errors_total`.
+runtime::http_response
+api_error(int status, const std::string& message, const std::string& code,
+          const std::string& type = "invalid_request_error");
+
+/// `GET /v1/models`.
+runtime::http_response models_response(const std::vector<std::string>& models);
+
+/// A whole (non-streamed) completion.
+runtime::http_response completion_response(const std::string& id,
+                                           const std::string& model,
+                                           const generate_outcome& o);
+
+/// One server-sent event of a streamed completion (`data: ...\n\n`);
+/// `finish` and `o` (for usage) only on the last one.
+std::string completion_event(const std::string& id, int64_t created,
+                             const std::string& model,
+                             const std::vector<uint32_t>& tokens,
+                             const std::string* finish = nullptr,
+                             const generate_outcome* o = nullptr);
+
+/// The event that ends a failed stream.
+std::string error_event(const std::string& message);
+
+std::string completion_id();
+int64_t now_seconds();
+
+} // namespace outrider::router

@@ -1,0 +1,68 @@
+#pragma once
+
+// Internal to the HTTP server: what the listener and its sessions share.
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "runtime/http/server.hpp"
+#include "runtime/metrics.hpp"
+
+namespace outrider::runtime {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+/// Why a request was refused before its handler (a metric label each).
+enum class http_refusal {
+  malformed,
+  bad_utf8,
+  header_too_large,
+  body_too_large,
+  read_timeout,
+  version,
+  too_many_connections,
+  slow_reader,
+};
+
+struct http_server_core {
+  http_server_core(std::string name, http_server::async_handler h,
+                   http_limits lim);
+
+  void refused(http_refusal why) { refusals[static_cast<size_t>(why)]->inc(); }
+  void opened();
+  void closed(const void* session);
+
+  std::string name;
+  http_server::async_handler handler;
+  http_limits lim;
+  net::io_context ioc;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  tcp::acceptor acceptor{ioc};
+  net::steady_timer backoff{ioc};
+  std::chrono::milliseconds backoff_now{0};
+  std::vector<std::thread> threads;
+  std::atomic<bool> stopping{false};
+  std::atomic<size_t> open{0};
+
+  // Live sessions, so that stop() can close them.
+  std::mutex mtx;
+  std::condition_variable all_closed;
+  std::map<const void*, std::function<void()>> closers; // guarded by mtx
+
+  gauge* connections = nullptr;
+  counter* accept_errors = nullptr;
+  std::vector<counter*> refusals;
+};
+
+} // namespace outrider::runtime

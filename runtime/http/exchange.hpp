@@ -1,0 +1,62 @@
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "runtime/http/types.hpp"
+
+namespace outrider::runtime {
+
+class http_session;
+
+/// What an exchange and its connection share (the connection sets them).
+struct http_exchange_flags {
+  std::atomic<bool> gone{false};
+  std::atomic<size_t> queued{0}; // bytes handed to send() not yet written
+};
+
+/// One request and its answer. A handler gets it, may hand it to any
+/// thread, and answers exactly once: either `respond` with a whole response,
+/// or `begin_stream`, any number of `send`, then `end`. Every method is
+/// thread-safe and never blocks: writes are queued on the connection and
+/// what is queued while a write is in flight goes out merged in the next
+/// one. Dropping an unanswered exchange answers 500.
+class http_exchange {
+ public:
+  http_exchange(std::shared_ptr<http_session> session, http_request req,
+                std::shared_ptr<http_exchange_flags> flags);
+  ~http_exchange();
+  http_exchange(const http_exchange&) = delete;
+  http_exchange& operator=(const http_exchange&) = delete;
+
+  const http_request& request() const { return req_; }
+
+  /// The whole answer (HEAD requests get the headers only).
+  void respond(http_response r);
+
+  /// Starts a streamed answer: the status line and headers go out now, the
+  /// body as `send` provides it (chunked on HTTP/1.1).
+  void begin_stream(int status, const std::string& content_type,
+                    const std::map<std::string, std::string>& headers = {});
+  /// Queues body bytes; false once the client is gone, stopped reading
+  /// (send deadline or too many queued bytes) or the server is stopping.
+  bool send(std::string data);
+  /// Ends a streamed answer.
+  void end();
+
+  /// The client went away (or cannot keep up, or the server closed it):
+  /// work for this request can stop.
+  bool gone() const { return flags_->gone.load(std::memory_order_relaxed); }
+
+ private:
+  friend class http_session;
+  std::shared_ptr<http_session> session_;
+  http_request req_;
+  std::shared_ptr<http_exchange_flags> flags_;
+  std::atomic<bool> answered_{false};
+  bool streaming_ = false; // begin_stream was called (by the one answerer)
+};
+
+} // namespace outrider::runtime

@@ -1,0 +1,224 @@
+#include "runtime/http/server.hpp"
+
+#include <boost/asio/strand.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/http/session.hpp"
+
+namespace outrider::runtime {
+
+namespace {
+
+constexpr const char* refusal_names[] = {
+  "malformed",    "bad_utf8", "header_too_large",     "body_too_large",
+  "read_timeout", "version",  "too_many_connections", "slow_reader",
+};
+
+// Over the connection limit: one write of a canned answer, then close.
+// Never blocks (the socket is non-blocking; a full buffer loses the answer,
+// not the listener's time).
+void refuse_fast(tcp::socket& s) {
+  static const std::string answer = [] {
+    auto body = http_error(503, "too many connections").body;
+    return "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n"
+           "Content-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+  }();
+  boost::system::error_code ignored;
+  s.non_blocking(true, ignored);
+  s.write_some(net::buffer(answer), ignored);
+  s.shutdown(tcp::socket::shutdown_send, ignored);
+  s.close(ignored);
+}
+
+void accept_next(const std::shared_ptr<http_server_core>& core) {
+  core->acceptor.async_accept(
+    net::make_strand(core->ioc),
+    [core](boost::system::error_code ec, tcp::socket s) {
+      if (core->stopping.load() || ec == net::error::operation_aborted)
+        return;
+      if (ec) {
+        // EMFILE and friends: back off (10 ms doubling to 1 s) instead of
+        // spinning on a listener that cannot accept.
+        core->accept_errors->inc();
+        core->backoff_now = std::min(
+          std::max(core->backoff_now * 2, std::chrono::milliseconds{10}),
+          std::chrono::milliseconds{1000});
+        core->backoff.expires_after(core->backoff_now);
+        core->backoff.async_wait([core](boost::system::error_code e) {
+          if (!e)
+            accept_next(core);
+        });
+        return;
+      }
+      core->backoff_now = std::chrono::milliseconds{0};
+      if (core->open.load() >= core->lim.max_connections) {
+        core->refused(http_refusal::too_many_connections);
+        refuse_fast(s);
+      } else {
+        boost::system::error_code ignored;
+        s.set_option(tcp::no_delay(true), ignored);
+        std::make_shared<http_session>(std::move(s), core)->start();
+      }
+      accept_next(core);
+    });
+}
+
+} // namespace
+
+http_server_core::http_server_core(std::string n, http_server::async_handler h,
+                                   http_limits l)
+  : name(std::move(n)), handler(std::move(h)), lim(l) {
+  auto& m = global_metrics();
+  connections = &m.get_gauge("outrider_http_connections",
+                             "Open HTTP connections", {{"server", name}});
+  accept_errors = &m.get_counter(
+    "outrider_http_accept_errors_total",
+    "Failed accepts (e.g. out of file descriptors)", {{"server", name}});
+  for (const char* why : refusal_names)
+    refusals.push_back(&m.get_counter(
+      "outrider_http_refused_total",
+      "Requests or connections refused before a handler saw them",
+      {{"server", name}, {"reason", why}}));
+}
+
+void http_server_core::opened() {
+  connections->set(static_cast<double>(++open));
+}
+
+void http_server_core::closed(const void* session) {
+  connections->set(static_cast<double>(--open));
+  std::lock_guard<std::mutex> guard{mtx};
+  closers.erase(session);
+  if (closers.empty())
+    all_closed.notify_all();
+}
+
+http_server::http_server(std::string name, async_handler h, http_limits lim)
+  : core_(
+      std::make_shared<http_server_core>(std::move(name), std::move(h), lim)) {}
+
+http_server::http_server(std::string name, handler h, http_limits lim)
+  : http_server(
+      std::move(name),
+      async_handler{[h = std::move(h)](std::shared_ptr<http_exchange> ex) {
+        ex->respond(h(ex->request()));
+      }},
+      lim) {}
+
+http_server::~http_server() {
+  stop();
+}
+
+caf::error http_server::start(const std::string& host, uint16_t port) {
+  auto& c = *core_;
+  boost::system::error_code ec;
+  auto addr =
+    net::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
+  if (ec)
+    return make_error(errc::bind_failed,
+                      "'" + host + "' is not an IP address: " + ec.message());
+  tcp::endpoint ep{addr, port};
+  c.acceptor.open(ep.protocol(), ec);
+  if (!ec)
+    c.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec)
+    c.acceptor.bind(ep, ec);
+  if (!ec)
+    c.acceptor.listen(1024, ec);
+  if (ec)
+    return make_error(errc::bind_failed, "cannot listen on " + host + ":" +
+                                           std::to_string(port) + ": " +
+                                           ec.message());
+  port_ = c.acceptor.local_endpoint().port();
+  c.work.emplace(c.ioc.get_executor());
+  accept_next(core_);
+  for (size_t i = 0; i < std::max<size_t>(1, c.lim.io_threads); ++i)
+    c.threads.emplace_back([core = core_] { core->ioc.run(); });
+  return {};
+}
+
+void http_server::stop(std::chrono::milliseconds grace) {
+  auto& c = *core_;
+  if (c.stopping.exchange(true) || c.threads.empty())
+    return;
+  net::post(c.ioc, [core = core_] {
+    boost::system::error_code ignored;
+    core->acceptor.close(ignored);
+    core->backoff.cancel();
+  });
+  std::vector<std::function<void()>> closers;
+  {
+    std::lock_guard<std::mutex> guard{c.mtx};
+    for (auto& [_, close] : c.closers)
+      closers.push_back(close);
+  }
+  for (auto& close : closers)
+    close();
+  {
+    // Handlers holding an exchange keep its connection; they see it gone.
+    std::unique_lock<std::mutex> guard{c.mtx};
+    c.all_closed.wait_for(guard, grace, [&] { return c.closers.empty(); });
+  }
+  c.work.reset();
+  c.ioc.stop();
+  for (auto& t : c.threads)
+    t.join();
+  c.threads.clear();
+}
+
+size_t http_server::connections() const {
+  return core_->open.load();
+}
+
+http_response http_error(int status, const std::string& message) {
+  http_response r;
+  r.status = status;
+  r.content_type = "application/json";
+  nlohmann::json body{{"error", {{"code", status}, {"message", message}}}};
+  r.body =
+    body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return r;
+}
+
+const char* http_reason(int status) {
+  switch (status) {
+  case 200:
+    return "OK";
+  case 204:
+    return "No Content";
+  case 400:
+    return "Bad Request";
+  case 404:
+    return "Not Found";
+  case 405:
+    return "Method Not Allowed";
+  case 408:
+    return "Request Timeout";
+  case 413:
+    return "Content Too Large";
+  case 429:
+    return "Too Many Requests";
+  case 431:
+    return "Request Header Fields Too Large";
+  case 499:
+    return "Client Closed Request";
+  case 500:
+    return "Internal Server Error";
+  case 501:
+    return "Not Implemented";
+  case 502:
+    return "Bad Gateway";
+  case 503:
+    return "Service Unavailable";
+  case 504:
+    return "Gateway Timeout";
+  case 505:
+    return "HTTP Version Not Supported";
+  default:
+    return "Unknown";
+  }
+}
+
+} // namespace outrider::runtime

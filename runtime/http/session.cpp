@@ -1,0 +1,501 @@
+#include "runtime/http/session.hpp"
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <sstream>
+
+#include "runtime/text_checks.hpp"
+
+namespace outrider::runtime {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+using boost::system::error_code;
+
+namespace {
+
+constexpr size_t read_chunk = 8192;
+
+std::string lower(std::string_view s) {
+  std::string out{s};
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+// Checks a complete header: what Beast accepts but outrider refuses.
+// Returns 0 when acceptable, else the status to answer with.
+int check_header(const http::request_parser<http::string_body>& p,
+                 const http_limits& lim, http_refusal& why,
+                 std::string& message) {
+  const auto& m = p.get();
+  if (m.version() != 10 && m.version() != 11) {
+    why = http_refusal::version;
+    message = "only HTTP/1.0 and HTTP/1.1 are supported";
+    return 505;
+  }
+  auto target = m.target();
+  if (target.empty() || target[0] != '/') {
+    why = http_refusal::malformed;
+    message = "the request target must be a path";
+    return 400;
+  }
+  if (!valid_utf8({target.data(), target.size()})) {
+    why = http_refusal::bad_utf8;
+    message = "the request target is not valid UTF-8";
+    return 400;
+  }
+  size_t fields = 0;
+  for (const auto& f : m) {
+    ++fields;
+    auto v = f.value();
+    if (!valid_utf8({v.data(), v.size()})) {
+      why = http_refusal::bad_utf8;
+      message = "a header value is not valid UTF-8";
+      return 400;
+    }
+  }
+  if (fields > lim.max_headers) {
+    why = http_refusal::header_too_large;
+    message = "too many header fields";
+    return 431;
+  }
+  // Beast accepts a repeated Content-Length with the same value (and a
+  // list); a front door must not: proxies disagree on which one counts.
+  auto cl = m.count(http::field::content_length);
+  if (cl > 1 || (cl == 1 && m[http::field::content_length].find(',') !=
+                              beast::string_view::npos)) {
+    why = http_refusal::malformed;
+    message = "repeated Content-Length";
+    return 400;
+  }
+  return 0;
+}
+
+} // namespace
+
+http_session::http_session(tcp::socket sock,
+                           std::shared_ptr<http_server_core> core)
+  : core_(std::move(core)), sock_(std::move(sock)),
+    timer_(sock_.get_executor()),
+    buf_(core_->lim.header_bytes + core_->lim.body_bytes + 2 * read_chunk) {
+  core_->opened();
+}
+
+http_session::~http_session() {
+  core_->closed(this);
+}
+
+void http_session::start() {
+  std::weak_ptr<http_session> weak = shared_from_this();
+  {
+    std::lock_guard<std::mutex> guard{core_->mtx};
+    core_->closers[this] = [weak] {
+      if (auto s = weak.lock())
+        s->post_close();
+    };
+  }
+  net::post(sock_.get_executor(), [self = shared_from_this()] {
+    self->wait_for_request(self->core_->lim.read_timeout);
+  });
+}
+
+void http_session::arm(std::chrono::milliseconds after, timer_kind kind) {
+  auto gen = ++timer_gen_;
+  timer_.expires_after(after);
+  timer_.async_wait([self = shared_from_this(), gen, kind](error_code ec) {
+    if (ec || gen != self->timer_gen_ || self->closed_)
+      return;
+    switch (kind) {
+    case timer_kind::idle:
+      self->close();
+      break;
+    case timer_kind::reading:
+      self->timed_out_ = true;
+      self->sock_.cancel(); // the read completes with operation_aborted
+      break;
+    case timer_kind::writing:
+      self->core_->refused(http_refusal::slow_reader);
+      self->close();
+      break;
+    }
+  });
+}
+
+void http_session::disarm() {
+  ++timer_gen_;
+  timer_.cancel();
+}
+
+// Waits (at most `idle`) for the first byte of the next request.
+void http_session::wait_for_request(std::chrono::milliseconds idle) {
+  if (closed_)
+    return;
+  if (buf_.size() > 0) { // pipelined: already here
+    read_header();
+    return;
+  }
+  arm(idle, timer_kind::idle);
+  sock_.async_read_some(buf_.prepare(read_chunk),
+                        [self = shared_from_this()](error_code ec, size_t n) {
+                          if (ec) {
+                            self->close();
+                            return;
+                          }
+                          self->buf_.commit(n);
+                          self->read_header();
+                        });
+}
+
+void http_session::read_header() {
+  parser_.emplace();
+  parser_->header_limit(static_cast<uint32_t>(core_->lim.header_bytes));
+  parser_->body_limit(core_->lim.body_bytes);
+  timed_out_ = false;
+  arm(core_->lim.read_timeout, timer_kind::reading);
+  http::async_read_header(sock_, buf_, *parser_,
+                          [self = shared_from_this()](error_code ec, size_t) {
+                            self->on_header(ec);
+                          });
+}
+
+void http_session::on_header(error_code ec) {
+  if (ec)
+    return on_read_error(ec);
+  version_ = parser_->get().version();
+  head_only_ = parser_->get().method() == http::verb::head;
+  http_refusal why{};
+  std::string message;
+  if (int status = check_header(*parser_, core_->lim, why, message))
+    return refuse(why, status, message);
+  auto read_body = [self = shared_from_this()] {
+    http::async_read(self->sock_, self->buf_, *self->parser_,
+                     [self](error_code e, size_t) { self->on_body(e); });
+  };
+  if (parser_->is_done())
+    return dispatch();
+  // Clients such as curl hold a large body back until told to go on.
+  auto expect = parser_->get()[http::field::expect];
+  if (beast::iequals(expect, "100-continue")) {
+    static const std::string go_on = "HTTP/1.1 100 Continue\r\n\r\n";
+    net::async_write(
+      sock_, net::buffer(go_on),
+      [self = shared_from_this(), read_body](error_code e, size_t) {
+        if (e)
+          return self->close();
+        read_body();
+      });
+    return;
+  }
+  read_body();
+}
+
+void http_session::on_body(error_code ec) {
+  if (ec)
+    return on_read_error(ec);
+  dispatch();
+}
+
+void http_session::on_read_error(error_code ec) {
+  if (closed_)
+    return;
+  if (timed_out_)
+    return refuse(http_refusal::read_timeout, 408, "request timeout");
+  if (ec == http::error::header_limit || ec == http::error::buffer_overflow)
+    return refuse(http_refusal::header_too_large, 431,
+                  "request header too large");
+  if (ec == http::error::bad_version)
+    return refuse(http_refusal::version, 505,
+                  "only HTTP/1.0 and HTTP/1.1 are supported");
+  if (ec == http::error::body_limit)
+    return refuse(http_refusal::body_too_large, 413, "request body too large");
+  if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
+      ec == net::error::eof || ec == net::error::connection_reset ||
+      ec == net::error::operation_aborted)
+    return close(); // the client went away (or the server is closing)
+  refuse(http_refusal::malformed, 400, "malformed request: " + ec.message());
+}
+
+void http_session::refuse(http_refusal why, int status,
+                          const std::string& message) {
+  core_->refused(why);
+  disarm();
+  keep_alive_ = false;
+  flags_ = std::make_shared<http_exchange_flags>();
+  auto r = http_error(status, message);
+  head_ = header_text(status, r.content_type, r.headers, r.body.size(), false);
+  if (!head_only_)
+    head_ += r.body;
+  ending_ = true;
+  chunked_ = false;
+  flush();
+}
+
+void http_session::dispatch() {
+  disarm();
+  auto msg = parser_->release();
+  parser_.reset();
+  http_request req;
+  req.method = std::string{msg.method_string()};
+  req.target = std::string{msg.target()};
+  req.path = req.target.substr(0, req.target.find('?'));
+  for (const auto& f : msg) {
+    auto name = lower({f.name_string().data(), f.name_string().size()});
+    auto& v = req.headers[name];
+    v += v.empty() ? "" : ", ";
+    v.append(f.value().data(), f.value().size());
+  }
+  req.keep_alive = msg.keep_alive();
+  req.body = std::move(msg.body());
+  keep_alive_ = req.keep_alive && !core_->stopping.load();
+  flags_ = std::make_shared<http_exchange_flags>();
+  auto ex =
+    std::make_shared<http_exchange>(shared_from_this(), std::move(req), flags_);
+  watch();
+  try {
+    core_->handler(ex);
+  } catch (const std::exception& e) {
+    ex->respond(http_error(500, "internal error"));
+  } catch (...) {
+    ex->respond(http_error(500, "internal error"));
+  }
+}
+
+// While a request is handled, reads on: a client that closes marks the
+// exchange gone; pipelined bytes wait in the buffer for their turn.
+void http_session::watch() {
+  if (closed_ || watching_)
+    return;
+  auto room = buf_.max_size() - buf_.size();
+  if (room == 0)
+    return;
+  watching_ = true;
+  sock_.async_read_some(buf_.prepare(std::min(room, read_chunk)),
+                        [self = shared_from_this()](error_code ec, size_t n) {
+                          self->watching_ = false;
+                          if (self->closed_)
+                            return;
+                          if (self->lingering_)
+                            return self->drain();
+                          if (!ec)
+                            self->buf_.commit(n);
+                          if (self->want_next_) {
+                            self->want_next_ = false;
+                            if (ec && ec != net::error::operation_aborted)
+                              return self->close();
+                            return self->wait_for_request(
+                              self->core_->lim.idle_timeout);
+                          }
+                          if (!ec)
+                            return self->watch();
+                          // The client is done: the work can stop, the answer
+                          // may still go out (a client that only half-closed
+                          // reads it).
+                          if (self->flags_)
+                            self->flags_->gone = true;
+                          self->keep_alive_ = false;
+                          if (ec != net::error::eof)
+                            self->close();
+                        });
+}
+
+std::string
+http_session::header_text(int status, const std::string& content_type,
+                          const std::map<std::string, std::string>& headers,
+                          size_t length, bool streamed) {
+  http::response<http::empty_body> h;
+  h.version(version_);
+  h.result(static_cast<unsigned>(status));
+  h.reason(http_reason(status));
+  h.set(http::field::content_type, content_type);
+  for (const auto& [k, v] : headers) {
+    if (beast::iequals(k, "connection")) {
+      if (beast::iequals(v, "close"))
+        keep_alive_ = false; // the handler wants this connection to end
+      continue;
+    }
+    h.set(k, v);
+  }
+  if (!streamed)
+    h.content_length(length);
+  else if (version_ == 11)
+    h.chunked(true);
+  else
+    keep_alive_ = false; // HTTP/1.0: the body ends when the connection does
+  h.keep_alive(keep_alive_);
+  std::ostringstream os;
+  os << h.base();
+  return os.str();
+}
+
+void http_session::post_response(http_response r) {
+  net::post(sock_.get_executor(),
+            [self = shared_from_this(), r = std::move(r)]() mutable {
+              if (self->closed_)
+                return;
+              self->head_ = self->header_text(r.status, r.content_type,
+                                              r.headers, r.body.size(), false);
+              if (!self->head_only_)
+                self->head_ += r.body;
+              self->chunked_ = false;
+              self->ending_ = true;
+              self->flush();
+            });
+}
+
+void http_session::post_stream_head(
+  int status, std::string content_type,
+  std::map<std::string, std::string> headers) {
+  net::post(sock_.get_executor(),
+            [self = shared_from_this(), status, ct = std::move(content_type),
+             hs = std::move(headers)] {
+              if (self->closed_)
+                return;
+              self->head_ = self->header_text(status, ct, hs, 0, true);
+              self->chunked_ = self->version_ == 11;
+              self->flush();
+            });
+}
+
+void http_session::post_data(std::string data) {
+  net::post(sock_.get_executor(),
+            [self = shared_from_this(), d = std::move(data)] {
+              if (self->closed_ || self->head_only_) {
+                if (self->flags_)
+                  self->flags_->queued -= d.size();
+                return;
+              }
+              self->pending_ += d;
+              self->flush();
+            });
+}
+
+void http_session::post_end() {
+  net::post(sock_.get_executor(), [self = shared_from_this()] {
+    if (self->closed_)
+      return;
+    self->ending_ = true;
+    self->flush();
+  });
+}
+
+void http_session::post_close() {
+  net::post(sock_.get_executor(), [self = shared_from_this()] {
+    self->keep_alive_ = false;
+    self->close();
+  });
+}
+
+void http_session::flush() {
+  if (writing_ || closed_)
+    return;
+  auto done = [self = shared_from_this()](size_t data_bytes) {
+    return [self, data_bytes](error_code ec, size_t) {
+      self->write_done(ec, data_bytes);
+    };
+  };
+  if (!head_.empty()) {
+    inflight_.swap(head_);
+    head_.clear();
+  } else if (!pending_.empty()) {
+    inflight_.swap(pending_);
+    pending_.clear();
+    writing_ = true;
+    arm(core_->lim.send_timeout, timer_kind::writing);
+    if (chunked_)
+      net::async_write(sock_, http::make_chunk(net::buffer(inflight_)),
+                       done(inflight_.size()));
+    else
+      net::async_write(sock_, net::buffer(inflight_), done(inflight_.size()));
+    return;
+  } else if (ending_) {
+    ending_ = false;
+    if (!chunked_)
+      return finish_exchange();
+    finishing_ = true;
+    writing_ = true;
+    arm(core_->lim.send_timeout, timer_kind::writing);
+    net::async_write(sock_, http::make_chunk_last(), done(0));
+    return;
+  } else {
+    return;
+  }
+  writing_ = true;
+  arm(core_->lim.send_timeout, timer_kind::writing);
+  net::async_write(sock_, net::buffer(inflight_), done(0));
+}
+
+void http_session::write_done(error_code ec, size_t data_bytes) {
+  writing_ = false;
+  disarm();
+  if (flags_)
+    flags_->queued -= data_bytes;
+  if (ec)
+    return close();
+  if (finishing_) {
+    finishing_ = false;
+    return finish_exchange();
+  }
+  flush();
+}
+
+void http_session::finish_exchange() {
+  flags_.reset();
+  head_only_ = false;
+  if (!keep_alive_ || core_->stopping.load())
+    return linger();
+  if (watching_) {
+    want_next_ = true;
+    sock_.cancel(); // the watch ends; its handler reads the next request
+    return;
+  }
+  wait_for_request(core_->lim.idle_timeout);
+}
+
+// Closes after the answer without losing it: closing a socket that still
+// has unread input sends a reset, which can destroy the answer before the
+// client read it. So: end our side, drain what the client still sends for
+// a moment (bounded), then close.
+void http_session::linger() {
+  if (closed_)
+    return;
+  lingering_ = true;
+  error_code ignored;
+  sock_.shutdown(tcp::socket::shutdown_send, ignored);
+  arm(std::chrono::milliseconds{1000}, timer_kind::idle);
+  if (watching_)
+    return sock_.cancel(); // the watch's handler drains
+  drain();
+}
+
+void http_session::drain() {
+  buf_.clear();
+  sock_.async_read_some(buf_.prepare(read_chunk),
+                        [self = shared_from_this()](error_code ec, size_t) {
+                          if (self->closed_)
+                            return;
+                          if (ec)
+                            return self->close();
+                          self->drain();
+                        });
+}
+
+void http_session::close() {
+  if (closed_)
+    return;
+  closed_ = true;
+  if (flags_)
+    flags_->gone = true;
+  disarm();
+  error_code ignored;
+  sock_.shutdown(tcp::socket::shutdown_both, ignored);
+  sock_.close(ignored);
+}
+
+} // namespace outrider::runtime

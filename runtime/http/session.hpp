@@ -1,0 +1,82 @@
+#pragma once
+
+// Internal to the HTTP server: one connection, driven on its own strand.
+
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "runtime/http/core.hpp"
+
+namespace outrider::runtime {
+
+class http_session : public std::enable_shared_from_this<http_session> {
+ public:
+  http_session(tcp::socket sock, std::shared_ptr<http_server_core> core);
+  ~http_session();
+
+  void start();
+
+  // From an exchange, any thread (each posts to the strand).
+  void post_response(http_response r);
+  void post_stream_head(int status, std::string content_type,
+                        std::map<std::string, std::string> headers);
+  void post_data(std::string data);
+  void post_end();
+  void post_close(); // also marks the exchange in flight gone
+  size_t max_queued_bytes() const { return core_->lim.max_queued_bytes; }
+  void note_slow_reader() { core_->refused(http_refusal::slow_reader); }
+
+ private:
+  enum class timer_kind { idle, reading, writing };
+
+  void wait_for_request(std::chrono::milliseconds idle);
+  void read_header();
+  void on_header(boost::system::error_code ec);
+  void on_body(boost::system::error_code ec);
+  void on_read_error(boost::system::error_code ec);
+  /// A refused request: an error answer, then the connection closes.
+  void refuse(http_refusal why, int status, const std::string& message);
+  void dispatch();
+  void watch();
+  void flush();
+  void write_done(boost::system::error_code ec, size_t data_bytes);
+  void finish_exchange();
+  void linger();
+  void drain();
+  void close();
+  void arm(std::chrono::milliseconds after, timer_kind kind);
+  void disarm();
+  std::string header_text(int status, const std::string& content_type,
+                          const std::map<std::string, std::string>& headers,
+                          size_t length, bool streamed);
+
+  std::shared_ptr<http_server_core> core_;
+  tcp::socket sock_; // its executor is this connection's strand
+  net::steady_timer timer_;
+  uint64_t timer_gen_ = 0;
+  boost::beast::flat_buffer buf_;
+  std::optional<
+    boost::beast::http::request_parser<boost::beast::http::string_body>>
+    parser_;
+  std::shared_ptr<http_exchange_flags> flags_; // the exchange in flight
+
+  unsigned version_ = 11;
+  bool head_only_ = false;
+  bool keep_alive_ = false;
+  bool timed_out_ = false;
+  bool watching_ = false;
+  bool want_next_ = false;
+  bool closed_ = false;
+  bool lingering_ = false;
+  bool chunked_ = false;
+  bool ending_ = false;
+  bool finishing_ = false;
+  bool writing_ = false;
+  std::string head_, pending_, inflight_;
+};
+
+} // namespace outrider::runtime

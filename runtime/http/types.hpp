@@ -1,0 +1,49 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <string>
+
+namespace outrider::runtime {
+
+struct http_request {
+  std::string method;
+  std::string target;                         // path and query as sent
+  std::string path;                           // target without the query
+  std::map<std::string, std::string> headers; // names lower-cased
+  std::string body;
+  bool keep_alive = true; // what the client asked for
+};
+
+struct http_response {
+  int status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+  std::map<std::string, std::string> headers;
+};
+
+/// The limits every listener enforces before a handler sees a request.
+struct http_limits {
+  size_t header_bytes = 16384;    // request line and headers together (431)
+  size_t max_headers = 100;       // header fields (431)
+  size_t body_bytes = 1 << 20;    // decoded body, chunked or not (413)
+  size_t max_connections = 10000; // beyond: a fast 503 with Retry-After
+  /// From a request's first byte to its last (408).
+  std::chrono::milliseconds read_timeout{10000};
+  /// A kept-alive connection waiting for its next request (closed).
+  std::chrono::milliseconds idle_timeout{60000};
+  /// One write's progress; a reader that stops reading is cut off, and so
+  /// is one whose queued bytes pass `max_queued_bytes`.
+  std::chrono::milliseconds send_timeout{30000};
+  size_t max_queued_bytes = 4 << 20;
+  size_t io_threads = 1;
+};
+
+/// Reason phrase for a status code.
+const char* http_reason(int status);
+
+/// A JSON error body `{"error":{"code":N,"message":"..."}}`.
+http_response http_error(int status, const std::string& message);
+
+} // namespace outrider::runtime

@@ -1,0 +1,17 @@
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace outrider::runtime {
+
+/// True when `s` is well-formed UTF-8 (checked with utf8proc).
+bool valid_utf8(std::string_view s);
+
+/// True when no array or object in the JSON text `s` nests deeper than
+/// `max_depth` (brackets inside strings do not count). A cheap scan done
+/// before parsing, so that hostile nesting never reaches a recursive
+/// parser or copy. Malformed JSON passes here and fails the parser.
+bool json_depth_within(std::string_view s, size_t max_depth);
+
+} // namespace outrider::runtime
