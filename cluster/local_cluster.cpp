@@ -93,21 +93,14 @@ caf::error local_cluster::start() {
     sim.insert(sim.end(), cfg_.sim_args.begin(), cfg_.sim_args.end());
     if (spawn(sim, cfg_.log_dir + "/engine-" + n + ".log") <= 0)
       return make_error(errc::spawn_failed, "cannot start " + cfg_.sim_binary);
-    std::vector<std::string> side{cfg_.outrider_binary,
-                                  "--role",
-                                  "sidecar",
-                                  "--engine-endpoint",
-                                  "127.0.0.1:" + std::to_string(engine_port),
-                                  "--system-port",
-                                  std::to_string(free_port()),
-                                  "--relay-port",
-                                  std::to_string(free_port()),
-                                  "--data-dir",
-                                  cfg_.data_dir + "/worker-" + n,
-                                  "--discovery-dir",
-                                  cfg_.discovery_dir,
-                                  "--worker-id",
-                                  "worker-" + n};
+    std::vector<std::string> side{
+      cfg_.outrider_binary, "--role", "sidecar", "--engine-endpoint",
+      "127.0.0.1:" + std::to_string(engine_port),
+      // Ports the sidecar picks itself: no race
+      // with other processes for them.
+      "--system-port", "0", "--relay-port", "0", "--data-dir",
+      cfg_.data_dir + "/worker-" + n, "--discovery-dir", cfg_.discovery_dir,
+      "--worker-id", "worker-" + n};
     if (spawn(side, cfg_.log_dir + "/sidecar-" + n + ".log") <= 0)
       return make_error(errc::spawn_failed, "cannot start a sidecar");
   }

@@ -44,6 +44,7 @@ struct option_key {
   X(worker_id, "worker-id", string)                                            \
   X(relay_host, "relay-host", string)                                          \
   X(relay_port, "relay-port", integer)                                         \
+  X(relay_max_streams, "relay-max-streams", integer)                           \
   X(engine_startup_deadline, "engine-startup-deadline", duration)              \
   X(http_host, "http-host", string)                                            \
   X(http_port, "http-port", integer)                                           \

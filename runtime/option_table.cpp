@@ -108,8 +108,13 @@ std::vector<option_spec> make_specs() {
          "the sidecar's OpenEngine relay for routers: address",
          "--relay-host 10.0.0.5"),
     make("relay-port", ot::integer, "9100",
-         "the sidecar's OpenEngine relay for routers: port",
-         "--relay-port 9101", {}, 1, 65535),
+         "the sidecar's OpenEngine relay for routers: port (0: any, and "
+         "that one is advertised)",
+         "--relay-port 9101", {}, 0, 65535),
+    make("relay-max-streams", ot::integer, "10000",
+         "sidecar: Generate streams the relay carries at once; beyond: "
+         "RESOURCE_EXHAUSTED",
+         "--relay-max-streams 2000", {}, 1, 1000000),
     make("engine-startup-deadline", ot::duration, "10m",
          "sidecar: give up if the engine is not SERVING by then",
          "--engine-startup-deadline 15m"),

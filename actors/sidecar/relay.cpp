@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/sidecar/relay_impl.hpp"
 #include "cluster/engine/engine_adapter.hpp"
 #include "cluster/engine/engine_stream.hpp"
 #include "cluster/kv/kv_proto.hpp"
@@ -26,169 +27,6 @@ using grpc::StatusCode;
 using clock_type = std::chrono::steady_clock;
 
 using engine::dialect;
-
-// A broken transport, not a verdict on the request: worth migrating.
-bool broke(const Status& st) {
-  switch (st.error_code()) {
-  case StatusCode::UNAVAILABLE:
-  case StatusCode::UNKNOWN:
-  case StatusCode::INTERNAL:
-  case StatusCode::ABORTED:
-  case StatusCode::CANCELLED:
-    return true;
-  default:
-    return false;
-  }
-}
-
-struct metrics {
-  runtime::counter& ok;
-  runtime::counter& cancelled;
-  runtime::counter& failed;
-  runtime::counter& broken;
-  runtime::gauge& inflight;
-  runtime::counter& tokens;
-  runtime::histogram& token_latency;
-
-  static metrics make() {
-    auto& m = runtime::global_metrics();
-    auto outcome = [&](const char* o) -> runtime::counter& {
-      return m.get_counter("outrider_relay_requests_total",
-                           "Requests relayed to the engine, by outcome",
-                           {{"outcome", o}});
-    };
-    return metrics{
-      outcome("ok"),
-      outcome("cancelled"),
-      outcome("error"),
-      outcome("engine_broke"),
-      m.get_gauge("outrider_relay_inflight", "Streams being relayed now"),
-      m.get_counter("outrider_relay_tokens_total", "Tokens relayed"),
-      m.get_histogram("outrider_relay_token_latency_seconds",
-                      "Time the relay adds to each streamed token",
-                      {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
-                       0.001, 0.0025, 0.005, 0.01, 0.05})};
-  }
-};
-
-} // namespace
-
-struct relay::impl {
-  relay_config cfg;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<oe::Control::Stub> oe_control;
-  std::mutex adapter_mtx;
-  std::unique_ptr<engine::engine_adapter> adapter; // guarded by adapter_mtx
-  std::atomic<dialect> engine_dialect{dialect::unknown};
-  std::atomic<uint64_t> next_id{0};
-  std::atomic<bool> stopping{false};
-  metrics m = metrics::make();
-  std::unique_ptr<grpc::Service> inference_service;
-  std::unique_ptr<grpc::Service> control_service;
-  std::unique_ptr<grpc::Server> server;
-
-  caf::error server_info(engine::engine_info& out) {
-    std::lock_guard<std::mutex> guard{adapter_mtx};
-    auto err = adapter->server_info(out);
-    if (!err)
-      engine_dialect =
-        out.protocol == "vllm" ? dialect::vllm : dialect::openengine;
-    return err;
-  }
-
-  dialect resolve() {
-    if (auto fixed = engine::dialect_of(cfg.engine_protocol);
-        fixed != dialect::unknown)
-      return fixed;
-    if (engine_dialect == dialect::unknown) {
-      engine::engine_info info;
-      server_info(info);
-    }
-    return engine_dialect;
-  }
-
-  void abort_on_engine(const std::string& id) {
-    std::lock_guard<std::mutex> guard{adapter_mtx};
-    if (auto err = adapter->abort(id))
-      spdlog::debug("relay: abort of {}: {}", id, describe(err));
-  }
-};
-
-namespace {
-
-class inference final : public oe::Inference::Service {
- public:
-  explicit inference(relay::impl& r) : r_(r) {}
-
-  Status Generate(ServerContext* ctx, const oe::GenerateRequest* in,
-                  grpc::ServerWriter<oe::GenerateResponse>* w) override {
-    r_.m.inflight.add(1);
-    auto st = run(ctx, *in, w);
-    r_.m.inflight.add(-1);
-    return st;
-  }
-
- private:
-  Status run(ServerContext* ctx, const oe::GenerateRequest& in,
-             grpc::ServerWriter<oe::GenerateResponse>* w) {
-    auto d = r_.resolve();
-    if (d == dialect::unknown) {
-      r_.m.broken.inc();
-      return {StatusCode::UNAVAILABLE, "engine stream broke: the engine is "
-                                       "not reachable"};
-    }
-    auto id = in.request_id().empty()
-                ? "relay-" + std::to_string(r_.next_id.fetch_add(1))
-                : in.request_id();
-    std::vector<std::pair<std::string, std::string>> metadata;
-    for (const auto& [k, v] : ctx->client_metadata()) {
-      std::string key(k.data(), k.size());
-      if (key.rfind("openengine-", 0) == 0)
-        metadata.emplace_back(key, std::string(v.data(), v.size()));
-    }
-    auto t_read = clock_type::now();
-    auto req = in;
-    req.set_request_id(id);
-    grpc::ClientContext ectx;
-    auto result = engine::stream_generate(
-      *r_.channel, d, req, metadata, ectx,
-      [&](const oe::GenerateResponse& resp, uint32_t n) {
-        t_read = clock_type::now();
-        if (ctx->IsCancelled() || !w->Write(resp))
-          return false;
-        if (n > 0) {
-          r_.m.tokens.inc(n);
-          r_.m.token_latency.observe(
-            std::chrono::duration<double>(clock_type::now() - t_read).count() /
-            n);
-        }
-        return true;
-      });
-    auto st = result.status;
-    auto tokens = result.tokens;
-    bool client_gone = result.cancelled;
-    if (client_gone || ctx->IsCancelled()) {
-      // Dropping a stream does not stop a vLLM request: abort it.
-      r_.abort_on_engine(id);
-      r_.m.cancelled.inc();
-      return {StatusCode::CANCELLED, "cancelled by the client"};
-    }
-    if (st.ok()) {
-      r_.m.ok.inc();
-      return st;
-    }
-    if (broke(st)) {
-      r_.m.broken.inc();
-      return {StatusCode::UNAVAILABLE, "engine stream broke after " +
-                                         std::to_string(tokens) +
-                                         " tokens: " + st.error_message()};
-    }
-    r_.m.failed.inc();
-    return st; // the engine's verdict on the request, as it gave it
-  }
-
-  relay::impl& r_;
-};
 
 class control final : public oe::Control::Service {
  public:
@@ -333,7 +171,7 @@ relay::relay(relay_config cfg) : impl_(std::make_unique<impl>()) {
   impl_->oe_control = oe::Control::NewStub(impl_->channel);
   impl_->adapter = engine::make_engine_adapter(impl_->cfg.engine_protocol,
                                                impl_->cfg.engine_endpoint);
-  impl_->inference_service = std::make_unique<inference>(*impl_);
+  impl_->inference_service = make_generate_service(*impl_);
   impl_->control_service = std::make_unique<control>(*impl_);
 }
 
@@ -352,8 +190,14 @@ caf::error relay::start() {
   if (!impl_->server || port == 0)
     return make_error(errc::bind_failed,
                       "relay: cannot listen on " + impl_->cfg.listen);
-  spdlog::info("relay: serving OpenEngine on {}", impl_->cfg.listen);
+  impl_->port = static_cast<uint16_t>(port);
+  spdlog::info("relay: serving OpenEngine on {} (port {})", impl_->cfg.listen,
+               port);
   return {};
+}
+
+uint16_t relay::port() const {
+  return impl_->port;
 }
 
 void relay::stop() {

@@ -24,6 +24,8 @@ struct relay_config {
   std::shared_ptr<runtime::health_state> health;
   caf::actor_system* sys = nullptr;
   runtime::slot_ptr<indexer::indexer_actor> indexer; // for snapshots
+  size_t max_streams =
+    10000; // Generate streams at once; then RESOURCE_EXHAUSTED
 };
 
 /// The sidecar's OpenEngine server for routers: `Inference.Generate`
@@ -32,6 +34,8 @@ struct relay_config {
 /// `Control.SubscribeKvEvents` from the sidecar's own index (snapshot, then
 /// live; resume by sequence number while the history lasts).
 ///
+/// `Generate` runs on gRPC's callback API (no thread per stream) and merges
+/// tokens that arrive while a write is in flight into the next message.
 /// Client cancellation aborts the request on the engine. An engine stream
 /// that breaks mid-generation ends with UNAVAILABLE ("engine stream broke"):
 /// a router may migrate the request.
@@ -42,6 +46,8 @@ class relay {
   /// Listens; `bind_failed` when the address cannot be had.
   caf::error start();
   void stop();
+  /// The port it listens on (the one chosen, after binding port 0).
+  uint16_t port() const;
 
   struct impl; // public for the services in relay.cpp
 

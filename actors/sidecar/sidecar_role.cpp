@@ -76,7 +76,8 @@ lifecycle_config lifecycle_config_from(runtime::role_context& ctx,
 }
 
 // The relay is no actor: it starts now and stops after the actors.
-void start_relay(runtime::role_context& ctx, const lifecycle_config& cfg,
+// With --relay-port 0 the relay takes a free port, and that one is advertised.
+void start_relay(runtime::role_context& ctx, lifecycle_config& cfg,
                  std::shared_ptr<event_hub> hub, const sidecar_slots& slots) {
   relay_config rcfg;
   rcfg.listen = cfg.relay_endpoint;
@@ -86,9 +87,13 @@ void start_relay(runtime::role_context& ctx, const lifecycle_config& cfg,
   rcfg.health = ctx.health;
   rcfg.sys = &ctx.sys;
   rcfg.indexer = slots.indexer;
+  rcfg.max_streams = static_cast<size_t>(ctx.opts.get(opt::relay_max_streams));
   auto server = std::make_shared<relay>(rcfg);
   if (auto err = server->start())
     ctx.control->request_exit(1, describe(err));
+  else if (ctx.opts.get(opt::relay_port) == 0)
+    cfg.relay_endpoint =
+      ctx.opts.get(opt::relay_host) + ":" + std::to_string(server->port());
   ctx.stop_hooks.push_back([server] { server->stop(); });
 }
 

@@ -161,11 +161,19 @@ void http_server::stop(std::chrono::milliseconds grace) {
     std::unique_lock<std::mutex> guard{c.mtx};
     c.all_closed.wait_for(guard, grace, [&] { return c.closers.empty(); });
   }
+  // Without work the I/O threads end by themselves once what is pending
+  // has completed; a moment for that, then they are stopped.
   c.work.reset();
+  for (int i = 0; i < 100 && !c.ioc.stopped(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
   c.ioc.stop();
   for (auto& t : c.threads)
     t.join();
   c.threads.clear();
+  // Handlers that stop() left behind hold the core (and so the io_context
+  // that holds them): run them out here, so that nothing stays behind.
+  c.ioc.restart();
+  c.ioc.poll();
 }
 
 size_t http_server::connections() const {

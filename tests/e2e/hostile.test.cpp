@@ -261,7 +261,11 @@ TEST_CASE("an SSE reader that stops reading is cut off and its request ends") {
 }
 
 TEST_CASE("SIGTERM stops admitting, ends requests in flight, no migration") {
-  cluster c{1, {.extra = {"--speedup", "1"}}, {"--shutdown-timeout", "3s"}};
+  // A request far longer than the shutdown grace.
+  cluster c{
+    1,
+    {.block_size = 16, .num_blocks = 16384, .extra = {"--speedup", "1"}},
+    {"--shutdown-timeout", "3s"}};
   raw_client streaming{c.http_port};
   streaming.send(post(json{
     {"prompt", tokens(300, 8)},

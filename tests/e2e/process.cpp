@@ -1,11 +1,15 @@
 #include "tests/e2e/process.hpp"
 
 #include <arpa/inet.h>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <mutex>
 #include <netinet/in.h>
+#include <random>
+#include <set>
 #include <sstream>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -73,16 +77,41 @@ std::string child_process::output() const {
   return ss.str();
 }
 
-uint16_t free_port() {
+namespace {
+
+bool can_bind(uint16_t port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
-  return ntohs(addr.sin_port);
+  return ok;
+}
+
+} // namespace
+
+// Below Linux's ephemeral range (32768-60999): a port handed out here is
+// not taken by the next outgoing connection of a busy parallel test, as a
+// port the kernel picks for bind(0) can be. Random, never twice per process.
+uint16_t free_port() {
+  static std::mutex mtx;
+  static std::mt19937 rng{static_cast<unsigned>(
+    ::getpid() ^ std::chrono::steady_clock::now().time_since_epoch().count())};
+  static std::set<uint16_t> given;
+  std::lock_guard<std::mutex> guard{mtx};
+  std::uniform_int_distribution<int> pick{15000, 32000};
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    auto port = static_cast<uint16_t>(pick(rng));
+    if (!given.count(port) && can_bind(port)) {
+      given.insert(port);
+      return port;
+    }
+  }
+  return 0;
 }
 
 double metric_value(uint16_t port, const std::string& series) {

@@ -125,6 +125,7 @@ TEST_CASE("cancelling a relayed stream aborts the request on the engine") {
   CHECK(running(sim) == 1);
   ctx.TryCancel();
   reader->Finish();
+  INFO(side.proc->output());
   CHECK(eventually([&] { return running(sim) == 0; }, 3s));
   CHECK(eventually(
     [&] {

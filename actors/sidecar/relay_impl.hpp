@@ -1,0 +1,103 @@
+#pragma once
+
+// Internal to the relay: what its services share.
+
+#include <atomic>
+#include <mutex>
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/sidecar/relay.hpp"
+#include "cluster/engine/dialect.hpp"
+#include "cluster/engine/engine_adapter.hpp"
+#include "openengine.grpc.pb.h"
+#include "runtime/metrics.hpp"
+#include "runtime/worker_pool.hpp"
+
+namespace outrider::sidecar {
+
+struct relay_metrics {
+  runtime::counter& ok;
+  runtime::counter& cancelled;
+  runtime::counter& failed;
+  runtime::counter& broken;
+  runtime::counter& refused;
+  runtime::gauge& inflight;
+  runtime::counter& tokens;
+  runtime::histogram& token_latency;
+
+  static relay_metrics make() {
+    auto& m = runtime::global_metrics();
+    auto outcome = [&](const char* o) -> runtime::counter& {
+      return m.get_counter("outrider_relay_requests_total",
+                           "Requests relayed to the engine, by outcome",
+                           {{"outcome", o}});
+    };
+    return relay_metrics{
+      outcome("ok"),
+      outcome("cancelled"),
+      outcome("error"),
+      outcome("engine_broke"),
+      outcome("refused"),
+      m.get_gauge("outrider_relay_inflight", "Streams being relayed now"),
+      m.get_counter("outrider_relay_tokens_total", "Tokens relayed"),
+      m.get_histogram("outrider_relay_token_latency_seconds",
+                      "Time the relay adds to each streamed token",
+                      {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
+                       0.001, 0.0025, 0.005, 0.01, 0.05})};
+  }
+};
+
+struct relay::impl {
+  relay_config cfg;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<openengine::v1::Control::Stub> oe_control;
+  std::mutex adapter_mtx;
+  std::unique_ptr<engine::engine_adapter> adapter; // guarded by adapter_mtx
+  std::atomic<engine::dialect> engine_dialect{engine::dialect::unknown};
+  std::atomic<uint64_t> next_id{0};
+  std::atomic<bool> stopping{false};
+  relay_metrics m = relay_metrics::make();
+  // Aborts are blocking unary calls: never on a gRPC callback thread.
+  runtime::worker_pool aborts{2, 4096};
+  std::unique_ptr<grpc::Service> inference_service;
+  std::unique_ptr<grpc::Service> control_service;
+  std::unique_ptr<grpc::Server> server;
+  uint16_t port = 0;
+
+  caf::error server_info(engine::engine_info& out) {
+    std::lock_guard<std::mutex> guard{adapter_mtx};
+    auto err = adapter->server_info(out);
+    if (!err)
+      engine_dialect = out.protocol == "vllm" ? engine::dialect::vllm
+                                              : engine::dialect::openengine;
+    return err;
+  }
+
+  engine::dialect resolve() {
+    if (auto fixed = engine::dialect_of(cfg.engine_protocol);
+        fixed != engine::dialect::unknown)
+      return fixed;
+    if (engine_dialect == engine::dialect::unknown) {
+      engine::engine_info info;
+      server_info(info);
+    }
+    return engine_dialect;
+  }
+
+  void abort_on_engine(const std::string& id) {
+    aborts.try_run([this, id] { abort_now(id); });
+  }
+
+  void abort_now(const std::string& id) {
+    std::lock_guard<std::mutex> guard{adapter_mtx};
+    if (auto err = adapter->abort(id))
+      spdlog::debug("relay: abort of {}: {}", id, describe(err));
+  }
+};
+
+/// The relay's `Inference.Generate` on gRPC's callback API.
+std::unique_ptr<grpc::Service> make_generate_service(relay::impl& r);
+
+} // namespace outrider::sidecar

@@ -1,0 +1,112 @@
+#include "cluster/engine/engine_call.hpp"
+
+#include "cluster/engine/vllm_translate.hpp"
+#include "openengine.grpc.pb.h"
+#include "vllm.grpc.pb.h"
+
+namespace outrider::engine {
+
+namespace {
+
+namespace oe = openengine::v1;
+
+// OpenEngine engines: each response passed through. Deletes itself when
+// the call is done.
+class openengine_call final
+  : public grpc::ClientReadReactor<oe::GenerateResponse> {
+ public:
+  openengine_call(const std::shared_ptr<grpc::Channel>& ch,
+                  const oe::GenerateRequest& req, grpc::ClientContext& ctx,
+                  generate_sink& sink)
+    : stub_(oe::Inference::NewStub(ch)), req_(req), sink_(sink) {
+    stub_->async()->Generate(&ctx, &req_, this);
+    StartRead(&resp_);
+    StartCall();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok)
+      return; // the stream ended; OnDone follows
+    auto n = resp_.has_token()
+               ? static_cast<uint32_t>(resp_.token().tokens_size())
+               : 0;
+    sink_.on_response(std::move(resp_), n);
+    resp_.Clear();
+    StartRead(&resp_);
+  }
+
+  void OnDone(const grpc::Status& st) override {
+    sink_.on_done(st);
+    delete this;
+  }
+
+ private:
+  std::unique_ptr<oe::Inference::Stub> stub_;
+  oe::GenerateRequest req_;
+  oe::GenerateResponse resp_;
+  generate_sink& sink_;
+};
+
+// vLLM engines: each response translated into OpenEngine events.
+class vllm_call final : public grpc::ClientReadReactor<vllm::GenerateResponse> {
+ public:
+  vllm_call(const std::shared_ptr<grpc::Channel>& ch,
+            const oe::GenerateRequest& req, grpc::ClientContext& ctx,
+            generate_sink& sink)
+    : stub_(vllm::Inference::NewStub(ch)), req_(to_vllm(req)),
+      translator_(req.request_id()), sink_(sink) {
+    stub_->async()->GenerateStream(&ctx, &req_, this);
+    StartRead(&resp_);
+    StartCall();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok)
+      return;
+    translator_.translate(resp_, [this](oe::GenerateResponse&& r, uint32_t n) {
+      sink_.on_response(std::move(r), n);
+      return true;
+    });
+    StartRead(&resp_);
+  }
+
+  void OnDone(const grpc::Status& st) override {
+    sink_.on_done(st);
+    delete this;
+  }
+
+ private:
+  std::unique_ptr<vllm::Inference::Stub> stub_;
+  vllm::GenerateRequest req_;
+  vllm::GenerateResponse resp_;
+  vllm_translator translator_;
+  generate_sink& sink_;
+};
+
+} // namespace
+
+void start_generate(
+  const std::shared_ptr<grpc::Channel>& ch, dialect d,
+  const oe::GenerateRequest& req,
+  const std::vector<std::pair<std::string, std::string>>& metadata,
+  grpc::ClientContext& ctx, generate_sink& sink) {
+  for (const auto& [k, v] : metadata) {
+    if (d != dialect::vllm)
+      ctx.AddMetadata(k, v);
+    else if (k == "openengine-target-dp-rank")
+      ctx.AddMetadata("x-data-parallel-rank", v);
+  }
+  if (d != dialect::vllm) {
+    new openengine_call(ch, req, ctx, sink);
+    return;
+  }
+  if (req.has_prompt())
+    return sink.on_done({grpc::StatusCode::INVALID_ARGUMENT,
+                         "text prompts are not supported; send token_ids"});
+  if (req.kv().has_session())
+    return sink.on_done({grpc::StatusCode::UNIMPLEMENTED,
+                         "KV sessions are not passed to vLLM engines yet"});
+  new vllm_call(ch, req, ctx, sink);
+}
+
+} // namespace outrider::engine

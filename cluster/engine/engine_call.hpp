@@ -1,0 +1,39 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "cluster/engine/dialect.hpp"
+#include "openengine.pb.h"
+
+namespace outrider::engine {
+
+/// Where an asynchronous engine call reports, on gRPC's callback threads,
+/// one call at a time and in order.
+class generate_sink {
+ public:
+  virtual ~generate_sink() = default;
+  /// One OpenEngine response and the number of new tokens in it. Reading
+  /// goes on at once: the call never waits for the sink.
+  virtual void on_response(openengine::v1::GenerateResponse&& r,
+                           uint32_t tokens) = 0;
+  /// The last call: how the engine call ended.
+  virtual void on_done(const grpc::Status& st) = 0;
+};
+
+/// Starts `Generate` on an engine speaking `d`, on gRPC's callback API (no
+/// thread per stream): passed through to OpenEngine engines, translated for
+/// vLLM engines (as `stream_generate` does). `ctx` and `sink` must live
+/// until `sink.on_done`; cancel with `ctx.TryCancel()`. `metadata` holds the
+/// `openengine-*` pairs.
+void start_generate(
+  const std::shared_ptr<grpc::Channel>& ch, dialect d,
+  const openengine::v1::GenerateRequest& req,
+  const std::vector<std::pair<std::string, std::string>>& metadata,
+  grpc::ClientContext& ctx, generate_sink& sink);
+
+} // namespace outrider::engine
