@@ -17,83 +17,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_procs.hpp"
 #include "bench/stream_load.hpp"
 #include "tests/e2e/process.hpp"
 
 using namespace outrider;
+using namespace outrider::bench;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
-
-std::string outrider_bin = "build/outrider";
-std::string sim_bin = "build/sim/outrider-sim";
-
-struct sim_proc {
-  uint16_t grpc = test::free_port();
-  uint16_t pub = test::free_port();
-  uint16_t replay = test::free_port();
-  std::unique_ptr<test::child_process> proc;
-  // `real_time`: the timing model at speed 1 instead of no-sleep.
-  explicit sim_proc(bool events, bool real_time = false) {
-    std::vector<std::string> args{sim_bin,
-                                  "--grpc-port",
-                                  std::to_string(grpc),
-                                  "--max-num-seqs",
-                                  "256",
-                                  "--max-num-batched-tokens",
-                                  "65536",
-                                  "--block-size",
-                                  "16",
-                                  "--num-gpu-blocks-override",
-                                  "120000"};
-    args.push_back(real_time ? "--speedup=1" : "--no-sleep");
-    if (events) {
-      nlohmann::json kv{
-        {"enable_kv_cache_events", true},
-        {"publisher", "zmq"},
-        {"endpoint", "tcp://*:" + std::to_string(pub)},
-        {"replay_endpoint", "tcp://*:" + std::to_string(replay)},
-        {"topic", "kv"},
-        {"buffer_steps", 200000}};
-      args.push_back("--kv-events-config");
-      args.push_back(kv.dump());
-    }
-    proc = std::make_unique<test::child_process>(args);
-  }
-  std::string endpoint() const { return "127.0.0.1:" + std::to_string(grpc); }
-};
-
-struct sidecar_proc {
-  fs::path dir;
-  uint16_t status = test::free_port();
-  uint16_t relay = test::free_port();
-  std::unique_ptr<test::child_process> proc;
-  sidecar_proc(const std::string& engine, fs::path d) : dir(std::move(d)) {
-    start(engine);
-  }
-  void start(const std::string& engine) {
-    proc = std::make_unique<test::child_process>(std::vector<std::string>{
-      outrider_bin, "--role", "sidecar", "--engine-endpoint", engine,
-      "--system-port", std::to_string(status), "--relay-port",
-      std::to_string(relay), "--data-dir", (dir / "data").string(),
-      "--discovery-dir", (dir / "discovery").string(), "--worker-id", "bench",
-      "--log-level", "warn"});
-  }
-  bool ready() const { return test::http_get(status, "/ready") == 200; }
-  bool registered() const { return fs::exists(dir / "discovery/bench.json"); }
-  double metric(const std::string& series) const {
-    std::string body;
-    test::http_get(status, "/metrics", &body);
-    std::istringstream in{body};
-    std::string line;
-    while (std::getline(in, line))
-      if (line.rfind(series + " ", 0) == 0)
-        return std::stod(line.substr(series.size() + 1));
-    return 0;
-  }
-};
 
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();

@@ -28,7 +28,7 @@ uint64_t one(api which, grpc::Channel& ch, const std::vector<uint32_t>& p,
              unsigned max_tokens) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::seconds{120});
+                   std::chrono::seconds{300});
   uint64_t n = 0;
   if (which == api::vllm) {
     auto stub = vllm::Inference::NewStub(

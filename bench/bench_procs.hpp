@@ -1,0 +1,90 @@
+#pragma once
+
+// The processes the benchmarks start: an outrider-sim and a sidecar on free
+// loopback ports (their own copies of the binaries' paths).
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/e2e/process.hpp"
+
+namespace outrider::bench {
+
+namespace fs = std::filesystem;
+
+inline std::string outrider_bin = "build/outrider";
+inline std::string sim_bin = "build/sim/outrider-sim";
+
+struct sim_proc {
+  uint16_t grpc = test::free_port();
+  uint16_t pub = test::free_port();
+  uint16_t replay = test::free_port();
+  std::unique_ptr<test::child_process> proc;
+  // `real_time`: the timing model at speed 1 instead of no-sleep.
+  explicit sim_proc(bool events, bool real_time = false, int max_seqs = 256) {
+    std::vector<std::string> args{sim_bin,
+                                  "--grpc-port",
+                                  std::to_string(grpc),
+                                  "--max-num-seqs",
+                                  std::to_string(max_seqs),
+                                  "--max-num-batched-tokens",
+                                  "65536",
+                                  "--block-size",
+                                  "16",
+                                  "--num-gpu-blocks-override",
+                                  "120000"};
+    args.push_back(real_time ? "--speedup=1" : "--no-sleep");
+    if (events) {
+      nlohmann::json kv{
+        {"enable_kv_cache_events", true},
+        {"publisher", "zmq"},
+        {"endpoint", "tcp://*:" + std::to_string(pub)},
+        {"replay_endpoint", "tcp://*:" + std::to_string(replay)},
+        {"topic", "kv"},
+        {"buffer_steps", 200000}};
+      args.push_back("--kv-events-config");
+      args.push_back(kv.dump());
+    }
+    proc = std::make_unique<test::child_process>(args);
+  }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(grpc); }
+};
+
+struct sidecar_proc {
+  fs::path dir;
+  uint16_t status = test::free_port();
+  uint16_t relay = test::free_port();
+  std::unique_ptr<test::child_process> proc;
+  sidecar_proc(const std::string& engine, fs::path d) : dir(std::move(d)) {
+    start(engine);
+  }
+  void start(const std::string& engine) {
+    proc = std::make_unique<test::child_process>(std::vector<std::string>{
+      outrider_bin, "--role", "sidecar", "--engine-endpoint", engine,
+      "--system-port", std::to_string(status), "--relay-port",
+      std::to_string(relay), "--data-dir", (dir / "data").string(),
+      "--discovery-dir", (dir / "discovery").string(), "--worker-id", "bench",
+      "--log-level", "warn"});
+  }
+  bool ready() const { return test::http_get(status, "/ready") == 200; }
+  bool registered() const { return fs::exists(dir / "discovery/bench.json"); }
+  double metric(const std::string& series) const {
+    std::string body;
+    test::http_get(status, "/metrics", &body);
+    std::istringstream in{body};
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind(series + " ", 0) == 0)
+        return std::stod(line.substr(series.size() + 1));
+    return 0;
+  }
+};
+
+/// CPU seconds (user and system) a process has used so far.
+double cpu_seconds(pid_t pid);
+
+} // namespace outrider::bench
