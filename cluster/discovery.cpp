@@ -1,11 +1,13 @@
 #include "cluster/discovery.hpp"
 
 #include <algorithm>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <poll.h>
 #include <sstream>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -80,7 +82,34 @@ std::optional<worker_record> record_from_json(const std::string& text,
       !num("data_parallel_size", r.data_parallel_size) ||
       r.data_parallel_size == 0)
     return fail("a numeric field is missing, zero or not an unsigned integer");
+  if (r.data_parallel_size > max_data_parallel_size)
+    return fail("data_parallel_size " + std::to_string(r.data_parallel_size) +
+                " is over " + std::to_string(max_data_parallel_size));
   return r;
+}
+
+// Reads a record file without ever blocking: only a regular file (a FIFO
+// or device named *.json would block the reader, and with it every
+// listing), at most max_record_bytes.
+static bool read_record_file(const std::string& path, std::string& out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  struct stat st {};
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            st.st_size <= static_cast<off_t>(max_record_bytes);
+  if (ok) {
+    out.resize(static_cast<size_t>(st.st_size));
+    size_t got = 0;
+    while (ok && got < out.size()) {
+      auto n = ::read(fd, out.data() + got, out.size() - got);
+      ok = n > 0;
+      if (ok)
+        got += static_cast<size_t>(n);
+    }
+  }
+  ::close(fd);
+  return ok;
 }
 
 file_discovery::file_discovery(std::string dir, std::chrono::milliseconds ttl)
@@ -152,11 +181,13 @@ std::vector<worker_record> file_discovery::list(size_t* invalid) {
       fs::remove(p, ec); // stale: anyone may remove it
       continue;
     }
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
+    std::string text;
+    if (!read_record_file(p.string(), text)) {
+      ++bad;
+      continue;
+    }
     std::string why;
-    auto r = record_from_json(ss.str(), &why);
+    auto r = record_from_json(text, &why);
     if (!r || r->worker_id != p.stem().string()) {
       ++bad;
       continue;

@@ -27,6 +27,11 @@ struct worker_record {
   std::string version;
 };
 
+/// Records advertising more ranks are refused (each rank costs the router
+/// a slot); so are record files over `max_record_bytes`.
+inline constexpr uint32_t max_data_parallel_size = 1024;
+inline constexpr size_t max_record_bytes = 64 * 1024;
+
 std::string to_json(const worker_record& r);
 /// Parses and validates a record; nullopt (with `why`) when malformed.
 std::optional<worker_record> record_from_json(const std::string& text,

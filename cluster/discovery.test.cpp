@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sys/stat.h>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -107,6 +108,29 @@ TEST_CASE("malformed records are skipped and counted") {
   auto all = disc.list(&invalid);
   CHECK(all.size() == 1);
   CHECK(invalid == 3);
+}
+
+TEST_CASE("a FIFO, an oversized file or a huge rank count never blocks or "
+          "bloats a listing") {
+  temp_dir d;
+  file_discovery disc{d.path.string(), 10s};
+  REQUIRE_FALSE(disc.put(record("good")));
+  // A FIFO nobody writes to: opening it for reading would block for ever.
+  REQUIRE(mkfifo((d.path / "x.json").c_str(), 0600) == 0);
+  std::ofstream(d.path / "big.json") << std::string(max_record_bytes + 1, ' ');
+  auto wide = record("wide");
+  wide.data_parallel_size = 3'000'000;
+  std::ofstream(d.path / "wide.json") << to_json(wide);
+  size_t invalid = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  auto all = disc.list(&invalid);
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].worker_id == "good");
+  CHECK(invalid == 3);
+  std::string why;
+  CHECK_FALSE(record_from_json(to_json(wide), &why));
+  CHECK(why == "data_parallel_size 3000000 is over 1024");
 }
 
 TEST_CASE("record validation names the problem") {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
@@ -83,20 +85,27 @@ std::string validate(const option_spec& spec, const std::string& text) {
   case ot::number: {
     char* end = nullptr;
     auto v = std::strtod(text.c_str(), &end);
-    if (text.empty() || end != text.c_str() + text.size() || !(v >= 0))
-      return "'" + spec.key + "' must be a non-negative number, got '" + text +
-             "'";
+    if (text.empty() || end != text.c_str() + text.size() || !(v >= 0) ||
+        !std::isfinite(v))
+      return "'" + spec.key + "' must be a finite non-negative number, got '" +
+             text + "'";
     break;
   }
   case ot::boolean:
     if (!parse_bool(text))
       return "'" + spec.key + "' must be true or false, got '" + text + "'";
     break;
-  case ot::duration:
-    if (!parse_duration(text))
+  case ot::duration: {
+    auto d = parse_duration(text);
+    if (!d)
       return "'" + spec.key +
              "' must be a duration such as 500ms, 5s or 2m, got '" + text + "'";
+    // Longer ones overflow a clock's time point (nanoseconds) downstream.
+    if (*d > std::chrono::hours{24 * 365})
+      return "'" + spec.key + "' must be at most a year (8760h), got '" + text +
+             "'";
     break;
+  }
   case ot::string:
     if (!spec.choices.empty() &&
         std::find(spec.choices.begin(), spec.choices.end(), text) ==
@@ -241,8 +250,10 @@ layer read_file(const std::string& path) {
                 ": the config file must be a mapping of option keys";
     return out;
   }
+  std::map<std::string, int> first_line;
   for (auto it = root.begin(); it != root.end(); ++it) {
-    auto where = path + ":" + std::to_string(it->first.Mark().line + 1) + ": ";
+    auto line = it->first.Mark().line + 1;
+    auto where = path + ":" + std::to_string(line) + ": ";
     if (!it->first.IsScalar()) {
       out.error = where + "keys must be plain option names";
       return out;
@@ -261,6 +272,12 @@ layer read_file(const std::string& path) {
       out.error = where + "'" + key + "' must be a single value";
       return out;
     }
+    if (auto seen = first_line.find(key); seen != first_line.end()) {
+      out.error = where + "'" + key + "' is set twice (first on line " +
+                  std::to_string(seen->second) + ")";
+      return out;
+    }
+    first_line[key] = line;
     auto value = it->second.Scalar();
     if (auto err = validate(*spec, value); !err.empty()) {
       out.error = where + err;

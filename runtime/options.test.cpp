@@ -94,6 +94,28 @@ TEST_CASE("bad input gives one clear error line") {
     REQUIRE(r.what == parse_outcome::error);
     CHECK_THAT(r.message, Contains("'system-port' must be an integer"));
   }
+  SECTION("infinite numbers and overlong durations") {
+    auto inf = parse({"--role", "router", "--router-temperature", "inf"});
+    REQUIRE(inf.what == parse_outcome::error);
+    CHECK_THAT(inf.message, Contains("finite non-negative number"));
+    auto nan = parse({"--role", "router", "--router-temperature", "nan"});
+    CHECK(nan.what == parse_outcome::error);
+    auto forever =
+      parse({"--role", "sidecar", "--engine-startup-deadline", "9999999999h"});
+    REQUIRE(forever.what == parse_outcome::error);
+    CHECK_THAT(forever.message, Contains("at most a year"));
+    CHECK(
+      parse({"--role", "sidecar", "--engine-startup-deadline", "8760h"}).what !=
+      parse_outcome::error);
+  }
+  SECTION("a key set twice in the config file") {
+    temp_yaml y{"role: sidecar\nsystem-port: 1\nlog-level: info\n"
+                "system-port: 2\n"};
+    auto r = parse({"--config", y.path.string()});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message,
+               Contains(":4: 'system-port' is set twice (first on line 2)"));
+  }
   SECTION("out of range") {
     auto r = parse({"--role", "sidecar", "--system-port", "70000"});
     REQUIRE(r.what == parse_outcome::error);
