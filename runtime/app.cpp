@@ -203,6 +203,10 @@ int run_actors(const options& opts, const role_builder& build,
     sys.await_all_actors_done();
     for (auto i = stop_hooks.rbegin(); i != stop_hooks.rend(); ++i)
       (*i)();
+    // A thread that used a scoped actor (the debug routes' worker) must be
+    // gone before the actor system is destroyed, or its destructor waits
+    // for ever (GET /debug/index, then SIGTERM: the sidecar never exited).
+    parts.status.stop_added_routes();
   });
   return code;
 }

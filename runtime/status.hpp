@@ -57,6 +57,9 @@ class status_server {
   caf::error start(const std::string& host, uint16_t port);
   uint16_t port() const { return http_.port(); }
   void stop();
+  /// Ends the worker that runs added routes (they answer 503 from now on);
+  /// called before the actor system goes, since they may talk to actors.
+  void stop_added_routes() { slow_.stop(); }
 
   /// Serves `path` with `h` as well (any time, from any thread). The
   /// handler runs on the status server's worker thread (one; a few

@@ -190,6 +190,21 @@ TEST_CASE("a paused engine is deregistered and its index kept and updated") {
   CHECK(eventually([&] { return registered_as(side, id); }, 5s));
 }
 
+TEST_CASE("SIGTERM after GET /debug/index: the sidecar exits") {
+  sim_process sim{{}};
+  REQUIRE(sim.wait_serving(10s));
+  sidecar_process side{sim.endpoint()};
+  auto id = instance_of(sim);
+  REQUIRE(eventually([&] { return registered_as(side, id); }, 10s));
+  std::string index;
+  REQUIRE(side.get("/debug/index", &index) == 200);
+  side.proc->signal(SIGTERM);
+  // Used to hang for ever (4 runs of 4) in the actor system's destructor.
+  auto code = side.proc->wait(5s);
+  REQUIRE(code);
+  CHECK(*code == 0);
+}
+
 TEST_CASE("SIGTERM: not ready before the record goes, engine untouched") {
   sim_process sim{{}};
   REQUIRE(sim.wait_serving(10s));
