@@ -58,6 +58,19 @@ int running_on(const sim_process& sim) {
   return json::parse(body)["running"].get<int>();
 }
 
+// Until the router has placed one request on its worker (it may still be
+// learning of the worker when its frontend is already up).
+void warm_up(cluster& c) {
+  REQUIRE(eventually(
+    [&] {
+      return StartsWith("HTTP/1.1 200")
+        .match(
+          ask(c.http_port,
+              post(json{{"prompt", tokens(1, 8)}, {"max_tokens", 1}}.dump())));
+    },
+    20s));
+}
+
 void check_alive(cluster& c) {
   CHECK_FALSE(c.router->wait(std::chrono::milliseconds{0}));
   CHECK(http_get(c.router_status, "/live") == 200);
@@ -225,13 +238,14 @@ TEST_CASE("2000 concurrent keep-alive clients on a few threads") {
 TEST_CASE(
   "a non-streaming request whose client goes away stops on the engine") {
   cluster c{1, {.extra = {"--speedup", "1"}}};
+  warm_up(c);
   {
     raw_client gone{c.http_port};
     gone.send(
       post(json{{"prompt", tokens(300, 8)}, {"max_tokens", 900}}.dump()));
-    REQUIRE(eventually([&] { return running_on(*c.sims[0]) == 1; }, 5s));
+    REQUIRE(eventually([&] { return running_on(*c.sims[0]) == 1; }, 10s));
   }
-  CHECK(eventually([&] { return running_on(*c.sims[0]) == 0; }, 5s));
+  CHECK(eventually([&] { return running_on(*c.sims[0]) == 0; }, 10s));
   check_alive(c);
 }
 
@@ -240,6 +254,7 @@ TEST_CASE("an SSE reader that stops reading is cut off and its request ends") {
   cluster c{1,
             {.block_size = 16, .num_blocks = 16384, .extra = {"--no-sleep"}},
             {"--http-send-timeout", "1s"}};
+  warm_up(c);
   raw_client stalled{c.http_port};
   int rcvbuf = 4096;
   setsockopt(stalled.fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
