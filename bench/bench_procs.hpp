@@ -4,7 +4,6 @@
 // loopback ports (their own copies of the binaries' paths).
 
 #include <filesystem>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -73,14 +72,7 @@ struct sidecar_proc {
   bool ready() const { return test::http_get(status, "/ready") == 200; }
   bool registered() const { return fs::exists(dir / "discovery/bench.json"); }
   double metric(const std::string& series) const {
-    std::string body;
-    test::http_get(status, "/metrics", &body);
-    std::istringstream in{body};
-    std::string line;
-    while (std::getline(in, line))
-      if (line.rfind(series + " ", 0) == 0)
-        return std::stod(line.substr(series.size() + 1));
-    return 0;
+    return test::metric_value(status, series);
   }
 };
 

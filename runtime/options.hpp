@@ -96,6 +96,10 @@ parse_outcome parse_options(const std::vector<std::string>& args,
 /// Parses a duration such as `250ms`, `5s`, `2m` or a bare number of
 /// milliseconds; nullopt when malformed or negative.
 std::optional<std::chrono::milliseconds> parse_duration(const std::string& s);
+/// true/yes/on/1 and false/no/off/0, any case.
+std::optional<bool> parse_bool(const std::string& s);
+/// A whole decimal integer, nothing else.
+std::optional<int64_t> parse_int(const std::string& s);
 
 /// The `--help` text.
 std::string help_text();

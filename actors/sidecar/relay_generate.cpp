@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "actors/sidecar/relay_impl.hpp"
+#include "actors/sidecar/token_queue.hpp"
 #include "cluster/engine/engine_call.hpp"
 
 namespace outrider::sidecar {
@@ -36,18 +37,6 @@ bool broke(const Status& st) {
   default:
     return false;
   }
-}
-
-// Appends `r` to the queue, merging a token event into a queued one.
-void enqueue(std::deque<oe::GenerateResponse>& q, oe::GenerateResponse&& r) {
-  if (r.has_token() && !q.empty() && q.back().has_token() &&
-      q.back().token().output_index() == r.token().output_index()) {
-    auto* into = q.back().mutable_token()->mutable_tokens();
-    for (auto& t : *r.mutable_token()->mutable_tokens())
-      into->Add(std::move(t));
-    return;
-  }
-  q.push_back(std::move(r));
 }
 
 class refused final : public grpc::ServerWriteReactor<oe::GenerateResponse> {
@@ -88,7 +77,7 @@ class relay_call final : public grpc::ServerWriteReactor<oe::GenerateResponse>,
     if (client_gone_)
       return;
     tokens_ += n;
-    enqueue(queue_, std::move(resp));
+    enqueue_coalesced(queue_, std::move(resp));
     if (n > 0 && !writing_)
       read_at_ = clock_type::now();
     write_next(guard);

@@ -32,6 +32,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
 
  private:
   enum class timer_kind { idle, reading, writing };
+  static constexpr size_t read_chunk = 8192; // bytes per read
 
   void wait_for_request(std::chrono::milliseconds idle);
   void read_header();

@@ -1,0 +1,26 @@
+#pragma once
+
+// The relay's outgoing queue for one stream: a token event that arrives
+// while earlier ones wait is merged into the last waiting one (OpenEngine
+// `TokenOutput.tokens` is repeated), so a slow reader costs one message per
+// write, not one per token. Other events keep their place and order.
+
+#include <deque>
+
+#include "openengine.pb.h"
+
+namespace outrider::sidecar {
+
+inline void enqueue_coalesced(std::deque<openengine::v1::GenerateResponse>& q,
+                              openengine::v1::GenerateResponse&& r) {
+  if (r.has_token() && !q.empty() && q.back().has_token() &&
+      q.back().token().output_index() == r.token().output_index()) {
+    auto* into = q.back().mutable_token()->mutable_tokens();
+    for (auto& t : *r.mutable_token()->mutable_tokens())
+      into->Add(std::move(t));
+    return;
+  }
+  q.push_back(std::move(r));
+}
+
+} // namespace outrider::sidecar

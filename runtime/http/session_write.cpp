@@ -1,0 +1,211 @@
+// The write side of a connection: answers, streamed bodies, the end of an
+// exchange, closing.
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <sstream>
+
+#include "runtime/http/session.hpp"
+
+namespace outrider::runtime {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+using boost::system::error_code;
+
+std::string
+http_session::header_text(int status, const std::string& content_type,
+                          const std::map<std::string, std::string>& headers,
+                          size_t length, bool streamed) {
+  http::response<http::empty_body> h;
+  h.version(version_);
+  h.result(static_cast<unsigned>(status));
+  h.reason(http_reason(status));
+  h.set(http::field::content_type, content_type);
+  for (const auto& [k, v] : headers) {
+    if (beast::iequals(k, "connection")) {
+      if (beast::iequals(v, "close"))
+        keep_alive_ = false; // the handler wants this connection to end
+      continue;
+    }
+    h.set(k, v);
+  }
+  if (!streamed)
+    h.content_length(length);
+  else if (version_ == 11)
+    h.chunked(true);
+  else
+    keep_alive_ = false; // HTTP/1.0: the body ends when the connection does
+  h.keep_alive(keep_alive_);
+  std::ostringstream os;
+  os << h.base();
+  return os.str();
+}
+
+void http_session::post_response(http_response r) {
+  net::post(sock_.get_executor(),
+            [self = shared_from_this(), r = std::move(r)]() mutable {
+              if (self->closed_)
+                return;
+              self->head_ = self->header_text(r.status, r.content_type,
+                                              r.headers, r.body.size(), false);
+              if (!self->head_only_)
+                self->head_ += r.body;
+              self->chunked_ = false;
+              self->ending_ = true;
+              self->flush();
+            });
+}
+
+void http_session::post_stream_head(
+  int status, std::string content_type,
+  std::map<std::string, std::string> headers) {
+  net::post(sock_.get_executor(),
+            [self = shared_from_this(), status, ct = std::move(content_type),
+             hs = std::move(headers)] {
+              if (self->closed_)
+                return;
+              self->head_ = self->header_text(status, ct, hs, 0, true);
+              self->chunked_ = self->version_ == 11;
+              self->flush();
+            });
+}
+
+void http_session::post_data(std::string data) {
+  net::post(sock_.get_executor(),
+            [self = shared_from_this(), d = std::move(data)] {
+              if (self->closed_ || self->head_only_) {
+                if (self->flags_)
+                  self->flags_->queued -= d.size();
+                return;
+              }
+              self->pending_ += d;
+              self->flush();
+            });
+}
+
+void http_session::post_end() {
+  net::post(sock_.get_executor(), [self = shared_from_this()] {
+    if (self->closed_)
+      return;
+    self->ending_ = true;
+    self->flush();
+  });
+}
+
+void http_session::post_close() {
+  net::post(sock_.get_executor(), [self = shared_from_this()] {
+    self->keep_alive_ = false;
+    self->close();
+  });
+}
+
+void http_session::flush() {
+  if (writing_ || closed_)
+    return;
+  auto done = [self = shared_from_this()](size_t data_bytes) {
+    return [self, data_bytes](error_code ec, size_t) {
+      self->write_done(ec, data_bytes);
+    };
+  };
+  if (!head_.empty()) {
+    inflight_.swap(head_);
+    head_.clear();
+  } else if (!pending_.empty()) {
+    inflight_.swap(pending_);
+    pending_.clear();
+    writing_ = true;
+    arm(core_->lim.send_timeout, timer_kind::writing);
+    if (chunked_)
+      net::async_write(sock_, http::make_chunk(net::buffer(inflight_)),
+                       done(inflight_.size()));
+    else
+      net::async_write(sock_, net::buffer(inflight_), done(inflight_.size()));
+    return;
+  } else if (ending_) {
+    ending_ = false;
+    if (!chunked_)
+      return finish_exchange();
+    finishing_ = true;
+    writing_ = true;
+    arm(core_->lim.send_timeout, timer_kind::writing);
+    net::async_write(sock_, http::make_chunk_last(), done(0));
+    return;
+  } else {
+    return;
+  }
+  writing_ = true;
+  arm(core_->lim.send_timeout, timer_kind::writing);
+  net::async_write(sock_, net::buffer(inflight_), done(0));
+}
+
+void http_session::write_done(error_code ec, size_t data_bytes) {
+  writing_ = false;
+  disarm();
+  if (flags_)
+    flags_->queued -= data_bytes;
+  if (ec)
+    return close();
+  if (finishing_) {
+    finishing_ = false;
+    return finish_exchange();
+  }
+  flush();
+}
+
+void http_session::finish_exchange() {
+  flags_.reset();
+  head_only_ = false;
+  if (!keep_alive_ || core_->stopping.load())
+    return linger();
+  if (watching_) {
+    want_next_ = true;
+    sock_.cancel(); // the watch ends; its handler reads the next request
+    return;
+  }
+  wait_for_request(core_->lim.idle_timeout);
+}
+
+// Closes after the answer without losing it: closing a socket that still
+// has unread input sends a reset, which can destroy the answer before the
+// client read it. So: end our side, drain what the client still sends for
+// a moment (bounded), then close.
+void http_session::linger() {
+  if (closed_)
+    return;
+  lingering_ = true;
+  error_code ignored;
+  sock_.shutdown(tcp::socket::shutdown_send, ignored);
+  arm(std::chrono::milliseconds{1000}, timer_kind::idle);
+  if (watching_)
+    return sock_.cancel(); // the watch's handler drains
+  drain();
+}
+
+void http_session::drain() {
+  buf_.clear();
+  sock_.async_read_some(buf_.prepare(read_chunk),
+                        [self = shared_from_this()](error_code ec, size_t) {
+                          if (self->closed_)
+                            return;
+                          if (ec)
+                            return self->close();
+                          self->drain();
+                        });
+}
+
+void http_session::close() {
+  if (closed_)
+    return;
+  closed_ = true;
+  if (flags_)
+    flags_->gone = true;
+  disarm();
+  error_code ignored;
+  sock_.shutdown(tcp::socket::shutdown_both, ignored);
+  sock_.close(ignored);
+}
+
+} // namespace outrider::runtime
