@@ -21,6 +21,7 @@ struct router_stats {
     runtime::gauge* decode = nullptr;
   };
   std::vector<load_gauges> per_slot;
+  runtime::gauge* workers = nullptr;
 
   static router_stats make(const std::string& mode) {
     auto& m = runtime::global_metrics();
@@ -29,6 +30,8 @@ struct router_stats {
                                "Workers refused (model or block size differs)");
     s.events_dropped = &m.get_counter("outrider_router_events_dropped_total",
                                       "KV events of unknown workers or ranks");
+    s.workers = &m.get_gauge("outrider_router_workers",
+                             "Workers the router can place requests on");
     s.index_entries =
       &m.get_gauge("outrider_router_index_entries",
                    "(rank, block) entries in the router's index");
@@ -83,9 +86,12 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg) {
       if (j == placement::join::refused_model ||
           j == placement::join::refused_block_size)
         st.stats.refused->inc();
+      st.stats.workers->set(static_cast<double>(st.core->workers()));
     },
     [=](worker_down_atom, const std::string& id) {
-      self->state.core->remove_worker(id);
+      auto& st = self->state;
+      st.core->remove_worker(id);
+      st.stats.workers->set(static_cast<double>(st.core->workers()));
     },
     [=](kv_events_atom, const std::shared_ptr<const worker_events>& ev) {
       auto& st = self->state;

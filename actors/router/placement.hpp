@@ -105,6 +105,8 @@ class placement {
 
   slot_load load(uint32_t slot) const;
   size_t slots() const { return slots_.size(); }
+  /// Workers requests can be placed on (refused ones are not counted).
+  size_t workers() const { return workers_.size(); }
   size_t index_entries() const { return index_.entries(); }
 
  private:

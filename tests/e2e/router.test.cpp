@@ -212,18 +212,21 @@ TEST_CASE("role all runs a whole cluster and a workload through it") {
 TEST_CASE("the official openai client streams from the frontend") {
   temp_dir work;
   auto http_port = free_port();
+  auto status_port = free_port();
   child_process all{{OUTRIDER_BIN, "--role", "all", "--sim-engines", "1",
                      "--data-dir", work.str(), "--system-port",
-                     std::to_string(free_port()), "--http-port",
+                     std::to_string(status_port), "--http-port",
                      std::to_string(http_port), "--grpc-port", "0"}};
-  // Ready once the worker is listed.
+  // Ready once the worker is listed and the router can place on it (the
+  // listing comes from discovery, a moment before the router knows).
   REQUIRE(eventually(
     [&] {
       std::string body;
       if (http_get(http_port, "/v1/models", &body) != 200)
         return false;
       auto j = json::parse(body, nullptr, false);
-      return j.is_object() && !j["data"].empty();
+      return j.is_object() && !j["data"].empty() &&
+             metric_value(status_port, "outrider_router_workers") >= 1;
     },
     30s));
   auto prompt = tokens(42, 20);

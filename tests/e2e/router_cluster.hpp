@@ -104,6 +104,15 @@ struct cluster {
     router = std::make_unique<child_process>(args);
     REQUIRE(eventually([&] { return http_get(router_status, "/ready") == 200; },
                        10s));
+    // /ready means "frontends listening"; a first request sent now could
+    // still find no worker. Wait (bounded, not required: some tests expect
+    // workers to be refused) until the router knows every sidecar.
+    eventually(
+      [&] {
+        return router_metric("outrider_router_workers") >=
+               static_cast<double>(sides.size());
+      },
+      10s);
   }
 
   double router_metric(const std::string& series) const {
