@@ -244,24 +244,10 @@ std::string help_text() {
         "become underscores).\nPrecedence: flag > environment > config file "
         "> default.\nDurations take ms, s, m or h (a bare number is ms).\n\n"
         "Options:\n";
-  auto print = [&](bool hidden) {
-    for (const auto& s : option_specs()) {
-      if (s.hidden != hidden)
-        continue;
-      os << "  --" << s.key;
-      if (s.type != ot::boolean)
-        os << " <" << (s.choices.empty() ? "value" : join_choices(s.choices))
-           << ">";
-      os << "\n      " << s.help;
-      if (!s.default_value.empty())
-        os << " (default: " << s.default_value << ")";
-      os << "\n      e.g. " << s.example << "\n";
-    }
-  };
-  print(false);
+  os << option_list_text(option_specs(), false);
   os << "  -h, --help     this text\n  --version      print the version\n\n"
         "Debugging:\n";
-  print(true);
+  os << option_list_text(option_specs(), true);
   os << "\nExit codes: 0 clean stop, 1 runtime failure, 2 bad command line "
         "or configuration.\n"
         "Example: outrider --role sidecar --engine-endpoint 127.0.0.1:50051 "

@@ -12,90 +12,8 @@ namespace outrider::runtime {
 
 namespace {
 
-using ot = option_type;
-
 const option_spec* find_spec(const std::string& key) {
-  for (const auto& s : option_specs())
-    if (s.key == key)
-      return &s;
-  return nullptr;
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j)
-    row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min(
-        {row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-std::string suggestion(const std::string& key) {
-  const option_spec* best = nullptr;
-  size_t best_d = 4;
-  for (const auto& s : option_specs()) {
-    auto d = edit_distance(key, s.key);
-    if (d < best_d) {
-      best_d = d;
-      best = &s;
-    }
-  }
-  return best ? " (did you mean '" + best->key + "'?)" : "";
-}
-
-// Returns an empty string when `text` is a valid value for `spec`.
-std::string validate(const option_spec& spec, const std::string& text) {
-  switch (spec.type) {
-  case ot::integer: {
-    auto v = parse_int(text);
-    if (!v)
-      return "'" + spec.key + "' must be an integer, got '" + text + "'";
-    if (spec.min != spec.max && (*v < spec.min || *v > spec.max))
-      return "'" + spec.key + "' must be between " + std::to_string(spec.min) +
-             " and " + std::to_string(spec.max) + ", got " + text;
-    break;
-  }
-  case ot::number: {
-    char* end = nullptr;
-    auto v = std::strtod(text.c_str(), &end);
-    if (text.empty() || end != text.c_str() + text.size() || !(v >= 0) ||
-        !std::isfinite(v))
-      return "'" + spec.key + "' must be a finite non-negative number, got '" +
-             text + "'";
-    break;
-  }
-  case ot::boolean:
-    if (!parse_bool(text))
-      return "'" + spec.key + "' must be true or false, got '" + text + "'";
-    break;
-  case ot::duration: {
-    auto d = parse_duration(text);
-    if (!d)
-      return "'" + spec.key +
-             "' must be a duration such as 500ms, 5s or 2m, got '" + text + "'";
-    // Longer ones overflow a clock's time point (nanoseconds) downstream.
-    if (*d > std::chrono::hours{24 * 365})
-      return "'" + spec.key + "' must be at most a year (8760h), got '" + text +
-             "'";
-    break;
-  }
-  case ot::string:
-    if (!spec.choices.empty() &&
-        std::find(spec.choices.begin(), spec.choices.end(), text) ==
-          spec.choices.end())
-      return "'" + spec.key + "' must be one of " + join_choices(spec.choices) +
-             ", got '" + text + "'";
-    break;
-  }
-  return {};
+  return find_option(option_specs(), key);
 }
 
 struct layer {
@@ -133,52 +51,6 @@ bool is_service_link(const std::string& name, const std::string& value) {
   return ends_with("_PORT") && link_value();
 }
 
-layer read_flags(const std::vector<std::string>& args, bool& help,
-                 bool& version) {
-  layer out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const auto& a = args[i];
-    if (a == "-h" || a == "--help") {
-      help = true;
-      continue;
-    }
-    if (a == "--version") {
-      version = true;
-      continue;
-    }
-    if (a.size() < 3 || a.compare(0, 2, "--") != 0) {
-      out.error = "unexpected argument '" + a + "' (options start with --)";
-      return out;
-    }
-    auto body = a.substr(2);
-    auto eq = body.find('=');
-    std::string key = body.substr(0, eq);
-    const auto* spec = find_spec(key);
-    if (!spec) {
-      out.error = "unknown flag '--" + key + "'" + suggestion(key);
-      return out;
-    }
-    std::string value;
-    if (eq != std::string::npos) {
-      value = body.substr(eq + 1);
-    } else if (spec->type == ot::boolean &&
-               (i + 1 >= args.size() || !parse_bool(args[i + 1]))) {
-      value = "true";
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      out.error = "flag '--" + key + "' needs a value, e.g. " + spec->example;
-      return out;
-    }
-    if (auto err = validate(*spec, value); !err.empty()) {
-      out.error = "--" + key + ": " + err;
-      return out;
-    }
-    out.values[key] = value;
-  }
-  return out;
-}
-
 layer read_env(const std::map<std::string, std::string>& env) {
   layer out;
   for (const auto& [name, value] : env) {
@@ -189,12 +61,12 @@ layer read_env(const std::map<std::string, std::string>& env) {
       return c == '_' ? '-' : static_cast<char>(::tolower(c));
     });
     const auto* spec = find_spec(key);
-    auto err = spec ? validate(*spec, value) : std::string{};
+    auto err = spec ? check_value(*spec, value) : std::string{};
     if ((!spec || !err.empty()) && is_service_link(name, value))
       continue; // e.g. a Service named outrider-http: OUTRIDER_HTTP_PORT
     if (!spec) {
       out.warnings.push_back("ignoring unknown environment variable " + name +
-                             suggestion(key));
+                             typo_hint(option_specs(), key));
       continue;
     }
     if (!err.empty()) {
@@ -242,7 +114,8 @@ layer read_file(const std::string& path) {
     auto key = it->first.Scalar();
     const auto* spec = find_spec(key);
     if (!spec) {
-      out.error = where + "unknown key '" + key + "'" + suggestion(key);
+      out.error =
+        where + "unknown key '" + key + "'" + typo_hint(option_specs(), key);
       return out;
     }
     if (key == "config") {
@@ -260,7 +133,7 @@ layer read_file(const std::string& path) {
     }
     first_line[key] = line;
     auto value = it->second.Scalar();
-    if (auto err = validate(*spec, value); !err.empty()) {
+    if (auto err = check_value(*spec, value); !err.empty()) {
       out.error = where + err;
       return out;
     }
@@ -279,28 +152,21 @@ parse_outcome parse_options(const std::vector<std::string>& args,
     out.message = std::move(msg);
     return out;
   };
-  bool help = false;
-  bool version = false;
-  auto flags = read_flags(args, help, version);
-  if (help) {
-    out.what = parse_outcome::help;
-    out.message = help_text();
-    return out;
+  auto flags = parse_flags(option_specs(), args);
+  if (flags.what == parse_outcome::help) {
+    flags.message = help_text();
+    return flags;
   }
-  if (version) {
-    out.what = parse_outcome::version;
-    return out;
-  }
-  if (!flags.error.empty())
-    return fail(flags.error);
+  if (flags.what != parse_outcome::ok)
+    return flags;
   auto envs = read_env(env);
   if (!envs.error.empty())
     return fail(envs.error);
   out.warnings = envs.warnings;
   layer file;
   std::string config_path =
-    flags.values.count("config")
-      ? flags.values["config"]
+    flags.opts.source(opt::config) == option_source::flag
+      ? flags.opts.get(opt::config)
       : (envs.values.count("config") ? envs.values["config"] : std::string{});
   if (!config_path.empty()) {
     file = read_file(config_path);
@@ -315,8 +181,11 @@ parse_outcome parse_options(const std::vector<std::string>& args,
       out.opts.set(spec.key, i->second, src);
       return true;
     };
-    if (!pick(flags, option_source::flag) && !pick(envs, option_source::env) &&
-        !pick(file, option_source::file))
+    if (flags.opts.source(spec.key) == option_source::flag)
+      out.opts.set(spec.key, flags.opts.get_string(spec.key),
+                   option_source::flag);
+    else if (!pick(envs, option_source::env) &&
+             !pick(file, option_source::file))
       out.opts.set(spec.key, spec.default_value, option_source::default_value);
   }
   if (out.opts.get_string("role").empty())

@@ -27,6 +27,8 @@ struct option_spec {
   int64_t min = 0;                  // integers only
   int64_t max = 0;                  // integers only; min == max: no range
   bool hidden = false;              // debugging aids, listed separately
+  double lowest = 0;                // numbers only: the smallest allowed
+  double highest = 0; // numbers only; lowest == highest: any finite >= 0
 };
 
 /// Every option outrider understands, in the order `--help` lists them.
@@ -92,6 +94,25 @@ struct parse_outcome {
 /// `OUTRIDER_*` variables from `env` and the YAML file named by `--config`.
 parse_outcome parse_options(const std::vector<std::string>& args,
                             const std::map<std::string, std::string>& env);
+
+/// Reads command-line flags against `specs` and nothing else: the values of
+/// the flags given (source `flag`), the defaults for the rest. CLI11 splits
+/// the arguments (`--key value`, `--key=value`, a bare boolean `--key`, the
+/// last of a repeated flag wins); the table checks each value.
+parse_outcome parse_flags(const std::vector<option_spec>& specs,
+                          const std::vector<std::string>& args);
+
+/// The spec of `key` in `specs`, or null.
+const option_spec* find_option(const std::vector<option_spec>& specs,
+                               const std::string& key);
+/// " (did you mean 'key'?)" for the nearest key of `specs`, or empty.
+std::string typo_hint(const std::vector<option_spec>& specs,
+                      const std::string& key);
+/// Empty when `text` is a valid value for `spec`, else the problem.
+std::string check_value(const option_spec& spec, const std::string& text);
+/// The options part of a help text: flag, values, help, default, example.
+std::string option_list_text(const std::vector<option_spec>& specs,
+                             bool hidden);
 
 /// Parses a duration such as `250ms`, `5s`, `2m` or a bare number of
 /// milliseconds; nullopt when malformed or negative.

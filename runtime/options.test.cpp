@@ -247,3 +247,55 @@ TEST_CASE("every option of the table has a typed key of its type, and no key "
   CHECK(r.opts.source(opt::http_port) == option_source::flag);
   CHECK(r.opts.source(opt::grpc_port) == option_source::default_value);
 }
+
+TEST_CASE("the flag layer: = form, repeated flags, --version, empty values") {
+  using Catch::Matchers::Contains;
+  auto eq = parse({"--role=router", "--http-port=8124"});
+  REQUIRE(eq.what == parse_outcome::ok);
+  CHECK(eq.opts.get(opt::http_port) == 8124);
+  auto twice =
+    parse({"--role", "router", "--http-port", "1", "--http-port", "2"});
+  REQUIRE(twice.what == parse_outcome::ok);
+  CHECK(twice.opts.get(opt::http_port) == 2);
+  CHECK(parse({"--version"}).what == parse_outcome::version);
+  CHECK(parse({"--role", "router", "--help"}).what == parse_outcome::help);
+  auto empty = parse({"--role=router", "--http-host="});
+  REQUIRE(empty.what == parse_outcome::error);
+  CHECK_THAT(empty.message, Contains("'--http-host' needs a value"));
+  auto next = parse({"--role", "--http-port", "1"});
+  REQUIRE(next.what == parse_outcome::error);
+  CHECK_THAT(next.message, Contains("'--role' needs a value"));
+  auto bare = parse({"--router-conditional-disagg", "--role", "router"});
+  REQUIRE(bare.what == parse_outcome::ok);
+  CHECK(bare.opts.get(opt::router_conditional_disagg));
+  CHECK(bare.opts.get(opt::role) == "router");
+}
+
+TEST_CASE("a table of one's own: parse_flags with number ranges") {
+  using Catch::Matchers::Contains;
+  option_spec speed;
+  speed.key = "speed";
+  speed.type = option_type::number;
+  speed.default_value = "1";
+  speed.lowest = 0.5;
+  speed.highest = 4;
+  option_spec fast;
+  fast.key = "fast";
+  fast.type = option_type::boolean;
+  fast.default_value = "false";
+  std::vector<option_spec> specs{speed, fast};
+  auto ok = parse_flags(specs, {"--speed", "2.5", "--fast"});
+  REQUIRE(ok.what == parse_outcome::ok);
+  CHECK(ok.opts.get_number("speed") == 2.5);
+  CHECK(ok.opts.get_bool("fast"));
+  auto d = parse_flags(specs, {});
+  REQUIRE(d.what == parse_outcome::ok);
+  CHECK(d.opts.get_number("speed") == 1);
+  CHECK(d.opts.source("speed") == option_source::default_value);
+  auto low = parse_flags(specs, {"--speed", "0.1"});
+  REQUIRE(low.what == parse_outcome::error);
+  CHECK_THAT(low.message, Contains("between 0.5 and 4"));
+  auto typo = parse_flags(specs, {"--sped", "1"});
+  REQUIRE(typo.what == parse_outcome::error);
+  CHECK_THAT(typo.message, Contains("did you mean 'speed'"));
+}

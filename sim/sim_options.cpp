@@ -1,8 +1,9 @@
+// outrider-sim's options: one table of option_spec, parsed by the runtime's
+// flag layer (CLI11) like outrider's own, with vLLM's spelling where vLLM
+// has one. Flags only: a simulator needs no environment or config file.
 #include "sim/sim_options.hpp"
 
-#include <charconv>
-#include <functional>
-#include <map>
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
@@ -12,40 +13,125 @@ namespace outrider::sim {
 
 namespace {
 
-struct flag {
-  std::string help;
-  std::function<std::string(sim_config&, const std::string&)> apply;
-  bool takes_value = true;
-};
+using runtime::option_key;
+using runtime::option_spec;
+using ot = runtime::option_type;
 
-// A numeric flag stored where `field` points (in the config or its engine
-// part), checked against [min, max].
-template <class T, class Field>
-std::function<std::string(sim_config&, const std::string&)>
-numeric(std::string name, Field field, T min, T max) {
-  return [=](sim_config& c, const std::string& v) -> std::string {
-    T x{};
-    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-    if (ec != std::errc{} || p != v.data() + v.size() || x < min || x > max)
-      return "--" + name + " must be a number between " + std::to_string(min) +
-             " and " + std::to_string(max) + ", got '" + v + "'";
-    field(c) = x;
-    return {};
+namespace key {
+constexpr option_key<std::string> host{"host"};
+constexpr option_key<int64_t> grpc_port{"grpc-port"};
+constexpr option_key<int64_t> debug_port{"debug-port"};
+constexpr option_key<std::string> model{"served-model-name"};
+constexpr option_key<int64_t> dp_size{"data-parallel-size"};
+constexpr option_key<int64_t> block_size{"block-size"};
+constexpr option_key<int64_t> num_blocks{"num-gpu-blocks-override"};
+constexpr option_key<int64_t> max_num_seqs{"max-num-seqs"};
+constexpr option_key<int64_t> max_batched{"max-num-batched-tokens"};
+constexpr option_key<int64_t> max_model_len{"max-model-len"};
+constexpr option_key<double> speedup{"speedup"};
+constexpr option_key<bool> no_sleep{"no-sleep"};
+constexpr option_key<std::chrono::milliseconds> startup_delay{"startup-delay"};
+constexpr option_key<std::chrono::milliseconds> drain_timeout{"drain-timeout"};
+constexpr option_key<std::string> kv_events{"kv-events-config"};
+constexpr option_key<std::string> kv_encoding{"kv-event-encoding"};
+constexpr option_key<std::string> kv_hashes{"kv-hash-format"};
+constexpr option_key<bool> replay_topic{"replay-topic-frame"};
+constexpr option_key<std::string> role{"disaggregation-mode"};
+constexpr option_key<double> transfer_ms{"kv-transfer-ms-per-block"};
+} // namespace key
+
+option_spec spec(const char* name, ot type, std::string def, std::string help,
+                 std::string example, std::vector<std::string> choices = {}) {
+  option_spec s;
+  s.key = name;
+  s.type = type;
+  s.default_value = std::move(def);
+  s.help = std::move(help);
+  s.example = std::move(example);
+  s.choices = std::move(choices);
+  return s;
+}
+
+option_spec integer(const char* name, uint64_t def, std::string help,
+                    std::string example, int64_t min, int64_t max) {
+  auto s = spec(name, ot::integer, std::to_string(def), std::move(help),
+                std::move(example));
+  s.min = min;
+  s.max = max;
+  return s;
+}
+
+option_spec number(const char* name, double def, std::string help,
+                   std::string example, double lowest, double highest) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", def);
+  auto s = spec(name, ot::number, text, std::move(help), std::move(example));
+  s.lowest = lowest;
+  s.highest = highest;
+  return s;
+}
+
+// The defaults are those of sim_config and engine_config, so the help text
+// cannot drift from what runs.
+std::vector<option_spec> make_specs() {
+  const sim_config c;
+  const engine_config& e = c.engine;
+  return {
+    spec("host", ot::string, c.host, "address to listen on", "--host 0.0.0.0"),
+    integer("grpc-port", c.grpc_port, "gRPC port: health, vLLM and OpenEngine",
+            "--grpc-port 50052", 1, 65535),
+    integer("debug-port", c.debug_port,
+            "HTTP port for ground truth and /reset_prefix_cache (0: off)",
+            "--debug-port 8101", 0, 65535),
+    spec("served-model-name", ot::string, c.model, "model name",
+         "--served-model-name llama"),
+    integer("data-parallel-size", c.data_parallel_size, "independent ranks",
+            "--data-parallel-size 2", 1, 64),
+    integer("block-size", e.block_size, "tokens per KV block",
+            "--block-size 16", 1, 4096),
+    integer("num-gpu-blocks-override", e.num_blocks, "KV blocks per rank",
+            "--num-gpu-blocks-override 2048", 1, 100000000),
+    integer("max-num-seqs", e.max_num_seqs, "running requests per rank",
+            "--max-num-seqs 64", 1, 100000),
+    integer("max-num-batched-tokens", e.max_batched_tokens,
+            "token budget per step", "--max-num-batched-tokens 4096", 1,
+            10000000),
+    integer("max-model-len", e.max_model_len, "context length",
+            "--max-model-len 32768", 1, 100000000),
+    number("speedup", c.speedup, "divide every modelled step time by this",
+           "--speedup 10", 0.001, 1e9),
+    spec("no-sleep", ot::boolean, "false",
+         "run steps back to back, no modelled time", "--no-sleep"),
+    spec("startup-delay", ot::duration, "0", "NOT_SERVING for this long first",
+         "--startup-delay 2s"),
+    spec("drain-timeout", ot::duration, "5s",
+         "on SIGTERM, wait this long for requests", "--drain-timeout 1s"),
+    spec("kv-events-config", ot::string, "", "vLLM's KV event JSON",
+         "--kv-events-config '{\"enable_kv_cache_events\":true,"
+         "\"publisher\":\"zmq\",\"endpoint\":\"tcp://*:5557\","
+         "\"replay_endpoint\":\"tcp://*:5600\"}'"),
+    spec("kv-event-encoding", ot::string, "map",
+         "KV events as maps (current engines) or arrays (older)",
+         "--kv-event-encoding array", {"map", "array"}),
+    spec("kv-hash-format", ot::string, "uint64",
+         "block hashes as vLLM (uint64), SGLang (int64) or bytes",
+         "--kv-hash-format int64", {"uint64", "int64", "bytes"}),
+    spec("replay-topic-frame", ot::boolean, "true",
+         "replay replies carry the topic frame (current vLLM); false: older "
+         "vLLM and SGLang",
+         "--replay-topic-frame false"),
+    spec("disaggregation-mode", ot::string, "aggregated",
+         "the engine's part in disaggregated serving",
+         "--disaggregation-mode prefill", {"aggregated", "prefill", "decode"}),
+    number("kv-transfer-ms-per-block", c.transfer_ms_per_block,
+           "simulated KV transfer time per block on a decode engine",
+           "--kv-transfer-ms-per-block 0.1", 0, 1e6),
   };
 }
 
-template <class T>
-auto number(std::string name, T sim_config::*member, T min, T max) {
-  return numeric<T>(
-    std::move(name), [member](sim_config& c) -> T& { return c.*member; }, min,
-    max);
-}
-
-template <class T>
-auto engine_number(std::string name, T engine_config::*member, T min, T max) {
-  return numeric<T>(
-    std::move(name), [member](sim_config& c) -> T& { return c.engine.*member; },
-    min, max);
+const std::vector<option_spec>& sim_specs() {
+  static const auto specs = make_specs();
+  return specs;
 }
 
 std::string parse_kv_events(sim_config& c, const std::string& text) {
@@ -86,189 +172,71 @@ std::string parse_kv_events(sim_config& c, const std::string& text) {
   return {};
 }
 
-std::map<std::string, flag> flags() {
-  using c_t = sim_config;
-  std::map<std::string, flag> f;
-  f["host"] = {"address to listen on (default 127.0.0.1)",
-               [](c_t& c, const std::string& v) {
-                 c.host = v;
-                 return std::string{};
-               }};
-  f["grpc-port"] = {"gRPC port: health, vLLM and OpenEngine (default 50051)",
-                    number<int>("grpc-port", &c_t::grpc_port, 1, 65535)};
-  f["debug-port"] = {"HTTP port for ground truth and /reset_prefix_cache "
-                     "(default 0: off)",
-                     number<int>("debug-port", &c_t::debug_port, 0, 65535)};
-  f["served-model-name"] = {"model name (default sim-model)",
-                            [](c_t& c, const std::string& v) {
-                              c.model = v;
-                              return std::string{};
-                            }};
-  f["data-parallel-size"] = {
-    "independent ranks (default 1)",
-    number<int>("data-parallel-size", &c_t::data_parallel_size, 1, 64)};
-  f["block-size"] = {
-    "tokens per KV block (default 64)",
-    engine_number<uint32_t>("block-size", &engine_config::block_size, 1, 4096)};
-  f["num-gpu-blocks-override"] = {
-    "KV blocks per rank (default 16384)",
-    engine_number<uint32_t>("num-gpu-blocks-override",
-                            &engine_config::num_blocks, 1, 100000000)};
-  f["max-num-seqs"] = {"running requests per rank (default 256)",
-                       engine_number<uint32_t>("max-num-seqs",
-                                               &engine_config::max_num_seqs, 1,
-                                               100000)};
-  f["max-num-batched-tokens"] = {
-    "token budget per step (default 8192)",
-    engine_number<uint32_t>("max-num-batched-tokens",
-                            &engine_config::max_batched_tokens, 1, 10000000)};
-  f["max-model-len"] = {"context length (default 131072)",
-                        engine_number<uint32_t>("max-model-len",
-                                                &engine_config::max_model_len,
-                                                1, 100000000)};
-  f["speedup"] = {"divide every modelled step time by this (default 1)",
-                  number<double>("speedup", &c_t::speedup, 0.001, 1e9)};
-  f["no-sleep"] = {"run steps back to back, no modelled time",
-                   [](c_t& c, const std::string&) {
-                     c.no_sleep = true;
-                     return std::string{};
-                   },
-                   false};
-  f["startup-delay"] = {"NOT_SERVING for this long first (e.g. 2s)",
-                        [](c_t& c, const std::string& v) {
-                          auto d = runtime::parse_duration(v);
-                          if (!d)
-                            return "--startup-delay must be a duration such "
-                                   "as 500ms or 2s, got '" +
-                                   v + "'";
-                          c.startup_delay_ms = d->count();
-                          return std::string{};
-                        }};
-  f["drain-timeout"] = {"on SIGTERM, wait this long for requests (default 5s)",
-                        [](c_t& c, const std::string& v) {
-                          auto d = runtime::parse_duration(v);
-                          if (!d)
-                            return "--drain-timeout must be a duration, got '" +
-                                   v + "'";
-                          c.drain_timeout_ms = d->count();
-                          return std::string{};
-                        }};
-  f["kv-events-config"] = {"vLLM's KV event JSON, e.g. "
-                           "'{\"enable_kv_cache_events\":true,\"publisher\":"
-                           "\"zmq\",\"endpoint\":\"tcp://*:5557\","
-                           "\"replay_endpoint\":\"tcp://*:5600\"}'",
-                           parse_kv_events};
-  f["kv-event-encoding"] = {"map (current engines) or array (older)",
-                            [](c_t& c, const std::string& v) {
-                              if (v == "map")
-                                c.kv_encoding = event_encoding::map;
-                              else if (v == "array")
-                                c.kv_encoding = event_encoding::array;
-                              else
-                                return "--kv-event-encoding must be map or "
-                                       "array, got '" +
-                                       v + "'";
-                              return std::string{};
-                            }};
-  f["kv-hash-format"] = {"uint64 (vLLM), int64 (SGLang) or bytes",
-                         [](c_t& c, const std::string& v) {
-                           if (v == "uint64")
-                             c.kv_hashes = hash_format::uint64;
-                           else if (v == "int64")
-                             c.kv_hashes = hash_format::int64;
-                           else if (v == "bytes")
-                             c.kv_hashes = hash_format::bytes;
-                           else
-                             return "--kv-hash-format must be uint64, int64 "
-                                    "or bytes, got '" +
-                                    v + "'";
-                           return std::string{};
-                         }};
-  f["replay-topic-frame"] = {"true: replay replies carry the topic frame "
-                             "(current vLLM); false: older vLLM / SGLang",
-                             [](c_t& c, const std::string& v) {
-                               if (v != "true" && v != "false")
-                                 return "--replay-topic-frame must be true or "
-                                        "false, got '" +
-                                        v + "'";
-                               c.replay_topic_frame = v == "true";
-                               return std::string{};
-                             }};
-  f["disaggregation-mode"] = {
-    "aggregated (default), prefill or decode",
-    [](c_t& c, const std::string& v) {
-      if (v == "aggregated")
-        c.role = engine_role::aggregated;
-      else if (v == "prefill")
-        c.role = engine_role::prefill;
-      else if (v == "decode")
-        c.role = engine_role::decode;
-      else
-        return "--disaggregation-mode must be aggregated, prefill or decode, "
-               "got '" +
-               v + "'";
-      return std::string{};
-    }};
-  f["kv-transfer-ms-per-block"] = {
-    "simulated KV transfer time per block on a decode engine (default 0.05)",
-    number<double>("kv-transfer-ms-per-block", &c_t::transfer_ms_per_block, 0,
-                   1e6)};
-  return f;
+// Builds the config from checked values (ranges were checked by the table).
+std::string to_config(const runtime::options& o, sim_config& c) {
+  c.host = o.get(key::host);
+  c.grpc_port = static_cast<int>(o.get(key::grpc_port));
+  c.debug_port = static_cast<int>(o.get(key::debug_port));
+  c.model = o.get(key::model);
+  c.data_parallel_size = static_cast<int>(o.get(key::dp_size));
+  c.engine.block_size = static_cast<uint32_t>(o.get(key::block_size));
+  c.engine.num_blocks = static_cast<uint32_t>(o.get(key::num_blocks));
+  c.engine.max_num_seqs = static_cast<uint32_t>(o.get(key::max_num_seqs));
+  c.engine.max_batched_tokens = static_cast<uint32_t>(o.get(key::max_batched));
+  c.engine.max_model_len = static_cast<uint32_t>(o.get(key::max_model_len));
+  c.speedup = o.get(key::speedup);
+  c.no_sleep = o.get(key::no_sleep);
+  c.startup_delay_ms = o.get(key::startup_delay).count();
+  c.drain_timeout_ms = o.get(key::drain_timeout).count();
+  const auto& encoding = o.get(key::kv_encoding);
+  c.kv_encoding =
+    encoding == "array" ? event_encoding::array : event_encoding::map;
+  const auto& hashes = o.get(key::kv_hashes);
+  c.kv_hashes = hashes == "int64"   ? hash_format::int64
+                : hashes == "bytes" ? hash_format::bytes
+                                    : hash_format::uint64;
+  c.replay_topic_frame = o.get(key::replay_topic);
+  const auto& role = o.get(key::role);
+  c.role = role == "prefill"  ? engine_role::prefill
+           : role == "decode" ? engine_role::decode
+                              : engine_role::aggregated;
+  c.transfer_ms_per_block = o.get(key::transfer_ms);
+  const auto& kv = o.get(key::kv_events);
+  return kv.empty() ? std::string{} : parse_kv_events(c, kv);
 }
 
 } // namespace
 
 std::string sim_help_text() {
-  std::string out = "outrider-sim: a simulated vLLM engine speaking the real "
-                    "protocols (grpc.health.v1,\nvllm.Inference/Control, "
-                    "openengine.v1.Inference/Control, ZMQ KV events).\n\n"
-                    "Options:\n";
-  for (const auto& [name, f] : flags())
-    out += "  --" + name + (f.takes_value ? " <value>" : "") + "\n      " +
-           f.help + "\n";
-  return out;
+  return "outrider-sim: a simulated vLLM engine speaking the real protocols "
+         "(grpc.health.v1,\nvllm.Inference/Control, "
+         "openengine.v1.Inference/Control, ZMQ KV events).\n\nOptions:\n" +
+         runtime::option_list_text(sim_specs(), false) +
+         "  -h, --help     this text\n";
 }
 
 sim_parse_result parse_sim_options(const std::vector<std::string>& args) {
   sim_parse_result out;
-  auto table = flags();
-  for (size_t i = 0; i < args.size(); ++i) {
-    const auto& a = args[i];
-    if (a == "-h" || a == "--help") {
-      out.what = sim_parse_result::help;
-      out.message = sim_help_text();
-      return out;
-    }
-    if (a.rfind("--", 0) != 0) {
-      out.what = sim_parse_result::error;
-      out.message = "unexpected argument '" + a + "'";
-      return out;
-    }
-    auto eq = a.find('=');
-    auto name =
-      a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-    auto it = table.find(name);
-    if (it == table.end()) {
-      out.what = sim_parse_result::error;
-      out.message = "unknown flag '--" + name + "'";
-      return out;
-    }
-    std::string value;
-    if (eq != std::string::npos)
-      value = a.substr(eq + 1);
-    else if (it->second.takes_value) {
-      if (i + 1 >= args.size()) {
-        out.what = sim_parse_result::error;
-        out.message = "--" + name + " needs a value";
-        return out;
-      }
-      value = args[++i];
-    }
-    if (auto err = it->second.apply(out.cfg, value); !err.empty()) {
-      out.what = sim_parse_result::error;
-      out.message = err;
-      return out;
-    }
+  auto parsed = runtime::parse_flags(sim_specs(), args);
+  switch (parsed.what) {
+  case runtime::parse_outcome::help:
+    out.what = sim_parse_result::help;
+    out.message = sim_help_text();
+    return out;
+  case runtime::parse_outcome::version:
+    out.what = sim_parse_result::error;
+    out.message = "outrider-sim has no --version";
+    return out;
+  case runtime::parse_outcome::error:
+    out.what = sim_parse_result::error;
+    out.message = parsed.message;
+    return out;
+  case runtime::parse_outcome::ok:
+    break;
+  }
+  if (auto err = to_config(parsed.opts, out.cfg); !err.empty()) {
+    out.what = sim_parse_result::error;
+    out.message = err;
   }
   return out;
 }
