@@ -129,9 +129,10 @@ std::vector<option_spec> make_specs() {
     make("http-max-connections", ot::integer, "10000",
          "router: open frontend connections; beyond: 503 with Retry-After",
          "--http-max-connections 50000", {}, 1, 1000000),
-    make("http-max-in-flight", ot::integer, "1024",
-         "router: requests generating at once; beyond: 503 with Retry-After",
-         "--http-max-in-flight 4096", {}, 1, 100000),
+    make("http-max-in-flight", ot::integer, "10000",
+         "router: requests generating at once (none holds a thread); "
+         "beyond: 503 with Retry-After",
+         "--http-max-in-flight 20000", {}, 1, 1000000),
     make("http-max-header-bytes", ot::integer, "16384",
          "router: request line and headers of one request (431 beyond)",
          "--http-max-header-bytes 32768", {}, 1024, 1 << 20),
@@ -160,6 +161,10 @@ std::vector<option_spec> make_specs() {
     make("grpc-port", ot::integer, "8001",
          "router: port of the OpenEngine Inference frontend (0: off)",
          "--grpc-port 8001", {}, 0, 65535),
+    make("grpc-max-streams", ot::integer, "10000",
+         "router: Generate streams the gRPC frontend carries at once; "
+         "beyond: RESOURCE_EXHAUSTED",
+         "--grpc-max-streams 20000", {}, 1, 1000000),
     make("dispatch", ot::string, "relay",
          "router: through each worker's sidecar relay, or straight to its "
          "engine (OpenEngine or vLLM native)",

@@ -48,7 +48,7 @@ std::string run_demo_workload(dispatcher& d, const workload_config& cfg) {
         p.max_tokens = cfg.max_tokens;
         auto start = clock_type::now();
         double first = -1;
-        auto o = d.generate(p, [&](const auto&) {
+        auto o = d.generate_blocking(p, [&](const auto&) {
           if (first < 0)
             first =
               std::chrono::duration<double>(clock_type::now() - start).count();

@@ -1,11 +1,14 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -14,23 +17,27 @@
 #include "actors/router/migration.hpp"
 #include "runtime/actor_slot.hpp"
 #include "runtime/metrics.hpp"
+#include "runtime/worker_pool.hpp"
 
 namespace grpc {
 class Channel;
-}
+class ClientContext;
+} // namespace grpc
 
 namespace outrider::router {
 
-/// Sends requests where the router says, straight from the caller's thread
-/// (the hot path stays off actor mailboxes): asks the router actor for a
-/// rank, streams `Generate` from the worker's relay (OpenEngine) or, with
-/// `--dispatch direct`, from its engine (OpenEngine or vLLM), reports
-/// prefill and completion back for load tracking. A stream that breaks
-/// (UNAVAILABLE) is migrated: the tokens so far are appended to the prompt
-/// and the request continues on another worker, up to `migration_limit`
-/// times; the caller sees one contiguous stream. With conditional
-/// disaggregation a request goes to a decode worker, prefilled first on a
-/// prefill worker when the policy says so (the KV session travels along).
+/// Sends requests where the router says, with no thread per request: the
+/// router actor picks a rank (asked from a short-lived actor per placement,
+/// which also waits out a router restart and queues while every worker is
+/// busy), and `Generate` streams on gRPC's callback API from the worker's
+/// relay (OpenEngine) or, with `--dispatch direct`, from its engine
+/// (OpenEngine or vLLM); prefill and completion are reported back for load
+/// tracking. A stream that breaks (UNAVAILABLE) is migrated: the tokens so
+/// far are appended to the prompt and the request continues on another
+/// worker, up to `migration_limit` times; the caller sees one contiguous
+/// stream. With conditional disaggregation a request goes to a decode
+/// worker, prefilled first on a prefill worker when the policy says so (the
+/// KV session travels along).
 class dispatcher {
  public:
   dispatcher(caf::actor_system& sys, runtime::slot_ptr<kv_router_actor> router,
@@ -38,21 +45,37 @@ class dispatcher {
              std::optional<disagg_config> disagg = std::nullopt,
              std::optional<double> queue_threshold = std::nullopt,
              bool direct = false);
+  /// Ends what is still in flight (see `cancel_all`).
+  ~dispatcher();
+  dispatcher(const dispatcher&) = delete;
+  dispatcher& operator=(const dispatcher&) = delete;
 
-  /// `on_tokens` gets each chunk of new tokens; returning false cancels
-  /// (the engine request is aborted by the relay). Blocks until done.
-  generate_outcome
-  generate(const generate_params& p,
-           const std::function<bool(const std::vector<uint32_t>&)>& on_tokens);
+  /// Starts a request and returns at once. `on_tokens` gets each chunk of
+  /// new tokens, on gRPC's threads, one call at a time; returning false
+  /// cancels (the engine request is aborted). `done` gets the outcome, once.
+  void generate(generate_params p, token_sink on_tokens,
+                std::function<void(generate_outcome)> done);
+  /// The same, waiting for the outcome (the demo workload, tools).
+  generate_outcome generate_blocking(const generate_params& p,
+                                     token_sink on_tokens);
 
   /// From now on a broken stream is not migrated and nothing waits in the
   /// queue for a free worker (the router is shutting down).
   void begin_shutdown() { shutting_down_ = true; }
-
-  struct kv_session_ref; // an OpenEngine KvSessionRef
+  bool shutting_down() const { return shutting_down_.load(); }
+  /// Ends every request in flight now: their engine calls are cancelled and
+  /// they finish with 503 "the router is shutting down"; so does anything
+  /// started later. Waits up to `wait` for them to have ended.
+  void cancel_all(std::chrono::milliseconds wait);
+  /// Requests started and not yet done.
+  size_t in_flight() const { return active_.load(); }
 
  private:
-  class attempts; // the migration loop's seams
+  class attempts; // the migration loop's seams, one per request
+  friend class attempts;
+  struct place_job;
+  using placed_fn = std::function<void(route_decision)>;
+  using session_fn = std::function<void(std::optional<std::string>)>;
 
   // Metric handles, built once.
   struct stats {
@@ -61,6 +84,7 @@ class dispatcher {
     runtime::histogram* overhead = nullptr;
     runtime::counter* migrations = nullptr;
     runtime::gauge* queue_depth = nullptr;
+    runtime::gauge* in_flight = nullptr;
     std::map<std::string, runtime::counter*> disagg_outcomes;
     runtime::counter& disagg(const std::string& outcome) {
       return *disagg_outcomes.at(outcome);
@@ -68,13 +92,28 @@ class dispatcher {
     static stats make();
   };
 
+  std::shared_ptr<attempt_seams> make_attempts(const generate_params& p);
   std::shared_ptr<grpc::Channel> channel_for(const std::string& endpoint);
-  route_decision place(std::shared_ptr<route_request> req);
+  /// Asks the router actor for a rank; with `queue`, waits (bounded) while
+  /// every worker is busy.
+  void place(std::shared_ptr<const route_request> req, bool queue,
+             placed_fn done);
+  void place_once(caf::event_based_actor* self,
+                  const std::shared_ptr<place_job>& job);
+  void placed(caf::event_based_actor* self,
+              const std::shared_ptr<place_job>& job, uint64_t generation,
+              route_decision d, bool down);
   /// Conditional disaggregation: prefills remotely when the policy says so
-  /// and returns the KV session for the decode worker `d`.
-  std::shared_ptr<kv_session_ref>
-  maybe_remote_prefill(const std::vector<uint32_t>& tokens,
-                       const route_decision& d);
+  /// and hands the serialised KV session for the decode worker `d` to
+  /// `done` (nullopt: the decode worker prefills itself).
+  void maybe_remote_prefill(const std::vector<uint32_t>& tokens,
+                            const route_decision& d, session_fn done);
+  /// Engine calls in flight, so `cancel_all` reaches them. `track` is
+  /// false (and nothing is tracked) once everything was cancelled.
+  bool track(grpc::ClientContext* ctx);
+  void untrack(grpc::ClientContext* ctx);
+  /// Runs a blocking chore (an abort on an engine) off gRPC's threads.
+  void chore(std::function<void()> fn);
 
   caf::actor_system& sys_;
   runtime::slot_ptr<kv_router_actor> router_; // the current incarnation
@@ -85,10 +124,14 @@ class dispatcher {
   stats stats_ = stats::make();
   std::atomic<uint64_t> next_id_{0};
   std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> cut_{false};
+  std::atomic<size_t> active_{0};
   // The router actor's generation that last placed a request.
   std::atomic<uint64_t> placed_generation_{0};
   std::mutex mtx_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_; // mtx_
+  std::set<grpc::ClientContext*> calls_;                           // mtx_
+  std::unique_ptr<runtime::worker_pool> chores_;
 };
 
 } // namespace outrider::router

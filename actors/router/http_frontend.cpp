@@ -16,20 +16,12 @@ runtime::http_response busy(const std::string& why) {
   return r;
 }
 
-// Counts a request in flight for as long as it lives.
-struct in_flight_guard {
-  std::atomic<size_t>& n;
-  explicit in_flight_guard(std::atomic<size_t>& c) : n(c) { ++n; }
-  ~in_flight_guard() { --n; }
-};
-
 } // namespace
 
 http_frontend::http_frontend(dispatcher& d,
                              std::function<std::vector<std::string>()> models,
                              frontend_config cfg)
   : dispatcher_(d), models_(std::move(models)), cfg_(cfg),
-    pool_(cfg.max_in_flight),
     server_("frontend",
             runtime::http_server::async_handler{
               [this](std::shared_ptr<runtime::http_exchange> ex) {
@@ -57,19 +49,21 @@ void http_frontend::stop(std::chrono::milliseconds grace) {
   if (auto left = in_flight_.load(); left > 0)
     spdlog::warn("frontend: ending {} request(s) still in flight", left);
   // The rest end now, with an error event; their engine requests are
-  // cancelled at the next token. A moment for that, then the connections
-  // close (which ends anything still waiting).
+  // cancelled. Then the connections close.
   cut_ = true;
-  auto cut_deadline =
-    std::chrono::steady_clock::now() + std::chrono::milliseconds{1000};
-  while (in_flight_.load() > 0 &&
-         std::chrono::steady_clock::now() < cut_deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  dispatcher_.cancel_all(std::chrono::milliseconds{1000});
   server_.stop(); // waits for handlers to release their exchanges
-  pool_.stop();
 }
 
-// On an I/O thread: quick answers here, generation on a worker.
+bool http_frontend::admit() {
+  if (in_flight_.fetch_add(1) < cfg_.max_in_flight)
+    return true;
+  in_flight_.fetch_sub(1);
+  return false;
+}
+
+// On an I/O thread: nothing here blocks (the dispatcher answers in
+// callbacks).
 void http_frontend::serve(std::shared_ptr<runtime::http_exchange> ex) {
   static auto& requests = runtime::global_metrics().get_counter(
     "outrider_http_requests_total", "Frontend requests", {{"path", "all"}});
@@ -90,53 +84,65 @@ void http_frontend::serve(std::shared_ptr<runtime::http_exchange> ex) {
   completion_request c;
   if (auto bad = parse_completion(req.body, models_(), cfg_.api, c))
     return ex->respond(std::move(*bad));
-  auto job = [this, ex, c = std::move(c)] {
-    in_flight_guard guard{in_flight_};
-    if (c.stream)
-      stream(ex, c);
-    else
-      generate(ex, c);
-  };
-  if (!pool_.try_run(std::move(job)))
-    ex->respond(busy("too many requests in flight"));
+  if (!admit())
+    return ex->respond(busy("too many requests in flight"));
+  if (c.stream)
+    stream(std::move(ex), std::move(c));
+  else
+    generate(std::move(ex), std::move(c));
 }
 
-void http_frontend::generate(const std::shared_ptr<runtime::http_exchange>& ex,
-                             const completion_request& c) {
-  auto o = dispatcher_.generate(
-    c.params, [&](const std::vector<uint32_t>&) { return wanted(*ex); });
-  if (cut_.load())
-    return ex->respond(
-      api_error(503, shutting_down, "shutting_down", "server_error"));
-  if (ex->gone())
-    return; // nobody to answer (the engine request was cancelled)
-  if (!o.ok)
-    return ex->respond(
-      api_error(o.http_status, o.error, "generation_failed", "server_error"));
-  ex->respond(completion_response(completion_id(), c.model, o));
+void http_frontend::generate(std::shared_ptr<runtime::http_exchange> ex,
+                             completion_request c) {
+  auto* raw = ex.get();
+  auto params = c.params;
+  dispatcher_.generate(
+    std::move(params),
+    [this, raw](const std::vector<uint32_t>&) { return wanted(*raw); },
+    [this, ex, c = std::move(c)](generate_outcome o) {
+      if (cut_.load())
+        ex->respond(
+          api_error(503, shutting_down, "shutting_down", "server_error"));
+      else if (ex->gone()) {
+        // nobody to answer (the engine request was cancelled)
+      } else if (!o.ok)
+        ex->respond(api_error(o.http_status, o.error, "generation_failed",
+                              "server_error"));
+      else
+        ex->respond(completion_response(completion_id(), c.model, o));
+      finished();
+    });
 }
 
 // Server-sent events: headers now, one event per chunk, then [DONE]. While
 // a write is in flight, events queue and go out together.
-void http_frontend::stream(const std::shared_ptr<runtime::http_exchange>& ex,
-                           const completion_request& c) {
+void http_frontend::stream(std::shared_ptr<runtime::http_exchange> ex,
+                           completion_request c) {
   ex->begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
-  auto id = completion_id();
+  auto id = std::make_shared<const std::string>(completion_id());
   auto created = now_seconds();
-  auto o = dispatcher_.generate(c.params, [&](const auto& toks) {
-    return wanted(*ex) &&
-           ex->send(completion_event(id, created, c.model, toks));
-  });
-  if (ex->gone())
-    return;
-  if (cut_.load())
-    ex->send(error_event(shutting_down));
-  else if (o.ok)
-    ex->send(completion_event(id, created, c.model, {}, &o.finish_reason, &o));
-  else
-    ex->send(error_event(o.error));
-  ex->send("data: [DONE]\n\n");
-  ex->end();
+  auto* raw = ex.get();
+  auto params = c.params;
+  dispatcher_.generate(
+    std::move(params),
+    [this, raw, id, created, model = c.model](const auto& toks) {
+      return wanted(*raw) &&
+             raw->send(completion_event(*id, created, model, toks));
+    },
+    [this, ex, id, created, model = c.model](generate_outcome o) {
+      if (!ex->gone()) {
+        if (cut_.load())
+          ex->send(error_event(shutting_down));
+        else if (o.ok)
+          ex->send(
+            completion_event(*id, created, model, {}, &o.finish_reason, &o));
+        else
+          ex->send(error_event(o.error));
+        ex->send("data: [DONE]\n\n");
+        ex->end();
+      }
+      finished();
+    });
 }
 
 } // namespace outrider::router

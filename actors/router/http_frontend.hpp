@@ -11,16 +11,15 @@
 #include "actors/router/dispatcher.hpp"
 #include "actors/router/openai_api.hpp"
 #include "runtime/http/server.hpp"
-#include "runtime/worker_pool.hpp"
 
 namespace outrider::router {
 
 struct frontend_config {
   runtime::http_limits http;
   api_limits api;
-  /// Requests generating at once. Each holds a worker thread while the
-  /// dispatcher's engine calls block; beyond it: 503 with Retry-After.
-  size_t max_in_flight = 1024;
+  /// Requests generating at once (none holds a thread: the dispatcher is
+  /// asynchronous); beyond it: 503 with Retry-After.
+  size_t max_in_flight = 10000;
 };
 
 /// The OpenAI-compatible HTTP frontend on the asynchronous HTTP server:
@@ -48,10 +47,12 @@ class http_frontend {
 
  private:
   void serve(std::shared_ptr<runtime::http_exchange> ex);
-  void generate(const std::shared_ptr<runtime::http_exchange>& ex,
-                const completion_request& c);
-  void stream(const std::shared_ptr<runtime::http_exchange>& ex,
-              const completion_request& c);
+  void generate(std::shared_ptr<runtime::http_exchange> ex,
+                completion_request c);
+  void stream(std::shared_ptr<runtime::http_exchange> ex, completion_request c);
+  /// Counts a request in flight; false (nothing counted) when full.
+  bool admit();
+  void finished() { in_flight_.fetch_sub(1); }
   /// False once the request should stop: client gone or cut at shutdown.
   bool wanted(const runtime::http_exchange& ex) const {
     return !ex.gone() && !cut_.load(std::memory_order_relaxed);
@@ -63,8 +64,7 @@ class http_frontend {
   std::atomic<bool> draining_{false};
   std::atomic<bool> cut_{false};
   std::atomic<size_t> in_flight_{0};
-  runtime::worker_pool pool_;
-  runtime::http_server server_; // last: stopped first, before the pool
+  runtime::http_server server_;
 };
 
 } // namespace outrider::router

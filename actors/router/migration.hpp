@@ -44,22 +44,30 @@ struct attempt_result {
   std::string message; // why, when it did not finish
 };
 
+/// Gets each chunk of new tokens; returning false cancels the request.
+using token_sink = std::function<bool(const std::vector<uint32_t>&)>;
+
 /// What the migration loop needs from the world; the dispatcher implements
-/// it with the router actor and engine streams, tests with a double.
+/// it with the router actor and engine streams, tests with a double. Every
+/// step is asynchronous: it reports through its `done`, exactly once, on
+/// any thread (the double may call it at once).
 class attempt_seams {
  public:
   virtual ~attempt_seams() = default;
   /// Picks a worker for `req` (waiting while every worker is busy); may set
   /// the request's role.
-  virtual route_decision place(const std::shared_ptr<route_request>& req) = 0;
+  virtual void place(const std::shared_ptr<route_request>& req,
+                     std::function<void(route_decision)> done) = 0;
   /// Streams `tokens` (the prompt plus what earlier attempts produced) on
   /// `d`'s worker for at most `max_tokens`; appends new tokens to
   /// `out.tokens` and hands each chunk to `on_tokens`, and records the
   /// finish reason and (on the first attempt) the cached prompt tokens.
-  virtual attempt_result stream(
-    const route_decision& d, const std::vector<uint32_t>& tokens,
-    uint32_t max_tokens, int attempt, generate_outcome& out,
-    const std::function<bool(const std::vector<uint32_t>&)>& on_tokens) = 0;
+  /// `out` and `on_tokens` live until `done`.
+  virtual void stream(const route_decision& d,
+                      const std::vector<uint32_t>& tokens, uint32_t max_tokens,
+                      int attempt, generate_outcome& out,
+                      const token_sink& on_tokens,
+                      std::function<void(attempt_result)> done) = 0;
   /// The attempt is over: its load booking goes.
   virtual void release(const route_decision& d) = 0;
   /// A stream is being moved to another worker (metrics, log).
@@ -72,9 +80,12 @@ class attempt_seams {
 /// are appended to the prompt and the request continues on another worker
 /// (the failed ones excluded), at most `migration_limit` times, so the
 /// caller sees one contiguous stream. Outcomes: ok, 499 (cancelled), 503 (no
-/// worker), 400 (refused), 502 (failed, or broken past the limit).
-generate_outcome run_with_migration(
-  const generate_params& p, int migration_limit, attempt_seams& seams,
-  const std::function<bool(const std::vector<uint32_t>&)>& on_tokens);
+/// worker), 400 (refused), 502 (failed, or broken past the limit). Returns
+/// at once; `done` gets the outcome when the last step ended, on the thread
+/// that ended it. `seams` is kept alive until then.
+void run_with_migration(generate_params p, int migration_limit,
+                        std::shared_ptr<attempt_seams> seams,
+                        token_sink on_tokens,
+                        std::function<void(generate_outcome)> done);
 
 } // namespace outrider::router

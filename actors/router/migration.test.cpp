@@ -2,6 +2,7 @@
 
 #include <deque>
 #include <map>
+#include <optional>
 
 #include <catch2/catch.hpp>
 
@@ -28,8 +29,12 @@ struct fake_seams final : attempt_seams {
   int migrations = 0;
   uint32_t next_token = 1000;
 
-  route_decision place(const std::shared_ptr<route_request>& in) override {
-    const auto& req = *in;
+  void place(const std::shared_ptr<route_request>& in,
+             std::function<void(route_decision)> done) override {
+    done(pick(*in));
+  }
+
+  route_decision pick(const route_request& req) {
     placed.push_back(req);
     route_decision d;
     for (const auto& w : workers)
@@ -43,11 +48,16 @@ struct fake_seams final : attempt_seams {
     return d;
   }
 
-  attempt_result
-  stream(const route_decision& d, const std::vector<uint32_t>& tokens,
-         uint32_t max, int, generate_outcome& out,
-         const std::function<bool(const std::vector<uint32_t>&)>& on_tokens)
-    override {
+  void stream(const route_decision& d, const std::vector<uint32_t>& tokens,
+              uint32_t max, int attempt, generate_outcome& out,
+              const token_sink& on_tokens,
+              std::function<void(attempt_result)> done) override {
+    done(play(d, tokens, max, attempt, out, on_tokens));
+  }
+
+  attempt_result play(const route_decision& d,
+                      const std::vector<uint32_t>& tokens, uint32_t max, int,
+                      generate_outcome& out, const token_sink& on_tokens) {
     streamed.push_back(tokens);
     max_tokens.push_back(max);
     auto& queue = scripts[d.worker_id];
@@ -68,6 +78,17 @@ struct fake_seams final : attempt_seams {
     ++migrations;
   }
 };
+
+// The double answers at once, so the run ends before this returns.
+generate_outcome run_with_migration(const generate_params& p, int limit,
+                                    fake_seams& f, token_sink on_tokens) {
+  std::optional<generate_outcome> out;
+  outrider::router::run_with_migration(
+    p, limit, std::shared_ptr<attempt_seams>(&f, [](attempt_seams*) {}),
+    std::move(on_tokens), [&](generate_outcome o) { out = std::move(o); });
+  REQUIRE(out);
+  return *out;
+}
 
 generate_params params(uint32_t max_tokens) {
   generate_params p;

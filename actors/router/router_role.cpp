@@ -132,7 +132,8 @@ bool start_frontends(runtime::role_context& ctx, router_parts& parts,
   auto port = o.get(opt::grpc_port);
   if (port <= 0)
     return true;
-  parts.grpc = std::make_unique<grpc_frontend>(*parts.dispatch, models);
+  parts.grpc = std::make_unique<grpc_frontend>(
+    *parts.dispatch, models, static_cast<size_t>(o.get(opt::grpc_max_streams)));
   if (auto gerr = parts.grpc->start(host, static_cast<uint16_t>(port));
       !gerr.empty()) {
     ctx.control->request_exit(1, "gRPC frontend: " + gerr);
@@ -166,6 +167,7 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
     parts->dispatch->begin_shutdown();
     if (parts->frontend)
       parts->frontend->stop(grace);
+    parts->dispatch->cancel_all(std::chrono::seconds{1});
     if (parts->grpc)
       parts->grpc->stop();
     parts->watcher.reset();

@@ -13,8 +13,8 @@
 #include <mutex>
 
 #include "actors/sidecar/relay_impl.hpp"
-#include "actors/sidecar/token_queue.hpp"
 #include "cluster/engine/engine_call.hpp"
+#include "cluster/engine/token_queue.hpp"
 
 namespace outrider::sidecar {
 
@@ -77,7 +77,7 @@ class relay_call final : public grpc::ServerWriteReactor<oe::GenerateResponse>,
     if (client_gone_)
       return;
     tokens_ += n;
-    enqueue_coalesced(queue_, std::move(resp));
+    engine::enqueue_coalesced(queue_, std::move(resp));
     if (n > 0 && !writing_)
       read_at_ = clock_type::now();
     write_next(guard);

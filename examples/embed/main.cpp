@@ -69,8 +69,8 @@ int main(int argc, char** argv) {
     p.max_tokens = 8;
     // The watcher announces the worker within moments: bounded retries.
     for (int i = 0; i < 100 && code != 0; ++i) {
-      auto out =
-        dispatch.generate(p, [](const std::vector<uint32_t>&) { return true; });
+      auto out = dispatch.generate_blocking(
+        p, [](const std::vector<uint32_t>&) { return true; });
       if (out.ok) {
         std::printf(
           "served by %s: %zu tokens (finish: %s):", out.worker_id.c_str(),

@@ -1,7 +1,8 @@
 #pragma once
 
-// The relay's outgoing queue for one stream: a token event that arrives
-// while earlier ones wait is merged into the last waiting one (OpenEngine
+// The outgoing queue of one OpenEngine stream (the relay, the router's gRPC
+// frontend): a token event that arrives while earlier ones wait is merged
+// into the last waiting one (OpenEngine
 // `TokenOutput.tokens` is repeated), so a slow reader costs one message per
 // write, not one per token. Other events keep their place and order.
 
@@ -9,7 +10,7 @@
 
 #include "openengine.pb.h"
 
-namespace outrider::sidecar {
+namespace outrider::engine {
 
 inline void enqueue_coalesced(std::deque<openengine::v1::GenerateResponse>& q,
                               openengine::v1::GenerateResponse&& r) {
@@ -23,4 +24,4 @@ inline void enqueue_coalesced(std::deque<openengine::v1::GenerateResponse>& q,
   q.push_back(std::move(r));
 }
 
-} // namespace outrider::sidecar
+} // namespace outrider::engine

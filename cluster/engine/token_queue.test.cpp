@@ -1,8 +1,8 @@
-#include "actors/sidecar/token_queue.hpp"
+#include "cluster/engine/token_queue.hpp"
 
 #include <catch2/catch.hpp>
 
-using namespace outrider::sidecar;
+using namespace outrider::engine;
 namespace oe = openengine::v1;
 
 namespace {

@@ -1,0 +1,247 @@
+// The dispatcher's side of the migration loop: placement through the
+// router actor, engine streams on gRPC's callback API (cluster/engine), the
+// remote prefill of conditional disaggregation, metrics. Nothing here
+// blocks a thread: every step ends in a callback.
+#include <unistd.h>
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/router/dispatcher.hpp"
+#include "cluster/engine/engine_adapter.hpp"
+#include "cluster/engine/engine_call.hpp"
+#include "openengine.grpc.pb.h"
+
+namespace outrider::router {
+
+namespace oe = openengine::v1;
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds(clock_type::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+attempt_result outcome(const grpc::Status& st, bool cancelled) {
+  if (cancelled)
+    return {attempt_end::cancelled, {}};
+  if (st.ok())
+    return {attempt_end::finished, {}};
+  auto code = st.error_code();
+  return {code == grpc::StatusCode::UNAVAILABLE ? attempt_end::unavailable
+          : code == grpc::StatusCode::INVALID_ARGUMENT ? attempt_end::invalid
+                                                       : attempt_end::failed,
+          st.error_message()};
+}
+
+} // namespace
+
+class dispatcher::attempts final
+  : public attempt_seams,
+    public std::enable_shared_from_this<attempts> {
+ public:
+  attempts(dispatcher& d, const generate_params& p)
+    : d_(d), temperature_(p.temperature) {}
+
+  bool may_migrate() const override { return !d_.shutting_down_.load(); }
+
+  void place(const std::shared_ptr<route_request>& req,
+             std::function<void(route_decision)> done) override {
+    auto tp = clock_type::now();
+    // With disaggregation the request is decoded on a decode worker (any
+    // decoding worker when there is no decode pool).
+    req->role = d_.disagg_ ? "decode" : "";
+    auto self = shared_from_this();
+    placed_fn finish = [self, tp, done = std::move(done)](route_decision d) {
+      self->d_.stats_.overhead->observe(seconds(clock_type::now() - tp));
+      done(std::move(d));
+    };
+    d_.place(req, true, [self, req, finish](route_decision d) {
+      if (!d.ok && !d.busy && self->d_.disagg_ && !req->role.empty()) {
+        req->role.clear();
+        return self->d_.place(req, true, finish);
+      }
+      finish(std::move(d));
+    });
+  }
+
+  void stream(const route_decision& d, const std::vector<uint32_t>& tokens,
+              uint32_t max_tokens, int attempt, generate_outcome& out,
+              const token_sink& on_tokens,
+              std::function<void(attempt_result)> done) override {
+    auto greq = request(tokens, max_tokens);
+    if (!d_.disagg_ || !out.tokens.empty() || d.worker_id.empty())
+      return launch(d, std::move(greq), attempt, out, on_tokens,
+                    std::move(done));
+    auto self = shared_from_this();
+    d_.maybe_remote_prefill(
+      tokens, d,
+      [self, d, greq, attempt, &out, &on_tokens,
+       done](std::optional<std::string> session) mutable {
+        if (session)
+          greq.mutable_kv()->mutable_session()->ParseFromString(*session);
+        self->launch(d, std::move(greq), attempt, out, on_tokens,
+                     std::move(done));
+      });
+  }
+
+  void release(const route_decision& d) override {
+    caf::anon_send(d_.router_->get(), release_atom::value, d.key);
+  }
+
+  void migrating(const route_decision& d,
+                 const generate_outcome& out) override {
+    d_.stats_.migrations->inc();
+    spdlog::warn("router: stream on {} broke after {} tokens; migrating",
+                 d.worker_id, out.tokens.size());
+  }
+
+ private:
+  class call;
+
+  void launch(const route_decision& d, oe::GenerateRequest greq, int attempt,
+              generate_outcome& out, const token_sink& on_tokens,
+              std::function<void(attempt_result)> done);
+
+  oe::GenerateRequest request(const std::vector<uint32_t>& tokens,
+                              uint32_t max_tokens) {
+    oe::GenerateRequest greq;
+    // An id of our own, to abort the request on the engine in direct mode.
+    greq.set_request_id("router-" + std::to_string(::getpid()) + "-" +
+                        std::to_string(d_.next_id_.fetch_add(1)));
+    greq.mutable_token_ids()->mutable_ids()->Add(tokens.begin(), tokens.end());
+    greq.mutable_stopping()->set_max_tokens(max_tokens);
+    if (temperature_)
+      greq.mutable_sampling()->set_temperature(*temperature_);
+    return greq;
+  }
+
+  bool deliver(const oe::GenerateResponse& resp, generate_outcome& out,
+               const token_sink& on_tokens) {
+    std::vector<uint32_t> chunk;
+    chunk.reserve(static_cast<size_t>(resp.token().tokens_size()));
+    for (const auto& t : resp.token().tokens())
+      chunk.push_back(t.token_id());
+    auto now = clock_type::now();
+    if (out.tokens.empty())
+      d_.stats_.ttft->observe(seconds(now - t0_));
+    else
+      d_.stats_.itl->observe(seconds(now - last_token_));
+    last_token_ = now;
+    out.tokens.insert(out.tokens.end(), chunk.begin(), chunk.end());
+    return on_tokens(chunk);
+  }
+
+  dispatcher& d_;
+  std::optional<double> temperature_;
+  clock_type::time_point t0_ = clock_type::now();
+  clock_type::time_point last_token_ = t0_;
+};
+
+// One engine call of one attempt: owns its gRPC context, is told of each
+// response one at a time, and deletes itself when the call is done.
+class dispatcher::attempts::call final : public engine::generate_sink {
+ public:
+  call(std::shared_ptr<attempts> owner, route_decision d,
+       oe::GenerateRequest req, int attempt, generate_outcome& out,
+       const token_sink& on_tokens, std::function<void(attempt_result)> done)
+    : owner_(std::move(owner)), disp_(owner_->d_), d_(std::move(d)),
+      req_(std::move(req)), attempt_(attempt), out_(out), on_tokens_(on_tokens),
+      done_(std::move(done)) {}
+
+  void start() {
+    if (!disp_.track(&ctx_))
+      return end({attempt_end::cancelled, {}});
+    // Through the worker's relay (OpenEngine), or straight to its engine
+    // in whatever dialect the engine speaks.
+    auto endpoint = disp_.direct_ ? d_.engine_endpoint : d_.endpoint;
+    auto dialect = disp_.direct_ ? engine::dialect_of(d_.protocol)
+                                 : engine::dialect::openengine;
+    engine::start_generate(
+      disp_.channel_for(endpoint), dialect, req_,
+      {{"openengine-target-dp-rank", std::to_string(d_.rank)}}, ctx_, *this);
+  }
+
+  void on_response(oe::GenerateResponse&& resp, uint32_t) override {
+    if (cancelled_)
+      return;
+    if (resp.has_token()) {
+      if (!prefilled_) {
+        prefilled_ = true;
+        caf::anon_send(disp_.router_->get(), prefilled_atom::value, d_.key);
+      }
+      if (!owner_->deliver(resp, out_, on_tokens_)) {
+        cancelled_ = true;
+        ctx_.TryCancel();
+      }
+      return;
+    }
+    if (resp.has_finished()) {
+      out_.finish_reason =
+        resp.finished().reason() == oe::FINISH_REASON_STOP ? "stop" : "length";
+      if (attempt_ == 0 && resp.usage().has_cached_prompt_tokens())
+        out_.cached_tokens = resp.usage().cached_prompt_tokens();
+    }
+  }
+
+  void on_done(const grpc::Status& st) override {
+    disp_.untrack(&ctx_);
+    // A cancel of our own: the client went, or the router is shutting
+    // down (cancel_all).
+    bool cancelled =
+      cancelled_ ||
+      (disp_.cut_.load() && st.error_code() == grpc::StatusCode::CANCELLED);
+    if (cancelled && disp_.direct_)
+      abort_on_engine();
+    end(outcome(st, cancelled));
+  }
+
+ private:
+  void end(attempt_result r) {
+    auto done = std::move(done_);
+    delete this;
+    done(std::move(r));
+  }
+
+  // Engines keep generating for a dropped stream: abort it (the relay does
+  // this itself in relay mode). A blocking call: off gRPC's threads.
+  void abort_on_engine() {
+    disp_.chore([d = d_, id = req_.request_id()] {
+      auto err =
+        engine::make_engine_adapter(d.protocol, d.engine_endpoint)->abort(id);
+      if (err)
+        spdlog::debug("router: abort on {}: {}", d.worker_id, describe(err));
+    });
+  }
+
+  std::shared_ptr<attempts> owner_;
+  dispatcher& disp_;
+  route_decision d_;
+  oe::GenerateRequest req_;
+  int attempt_;
+  generate_outcome& out_;
+  const token_sink& on_tokens_;
+  std::function<void(attempt_result)> done_;
+  grpc::ClientContext ctx_;
+  bool cancelled_ = false;
+  bool prefilled_ = false;
+};
+
+void dispatcher::attempts::launch(const route_decision& d,
+                                  oe::GenerateRequest greq, int attempt,
+                                  generate_outcome& out,
+                                  const token_sink& on_tokens,
+                                  std::function<void(attempt_result)> done) {
+  (new call(shared_from_this(), d, std::move(greq), attempt, out, on_tokens,
+            std::move(done)))
+    ->start();
+}
+
+std::shared_ptr<attempt_seams>
+dispatcher::make_attempts(const generate_params& p) {
+  return std::make_shared<attempts>(*this, p);
+}
+
+} // namespace outrider::router
