@@ -58,7 +58,13 @@ struct sidecar_proc {
   uint16_t status = test::free_port();
   uint16_t relay = test::free_port();
   std::unique_ptr<test::child_process> proc;
-  sidecar_proc(const std::string& engine, fs::path d) : dir(std::move(d)) {
+  std::string worker_id = "bench";
+  fs::path discovery; // default: dir/discovery
+  sidecar_proc(const std::string& engine, fs::path d,
+               std::string worker = "bench", fs::path shared_discovery = {})
+    : dir(std::move(d)), worker_id(std::move(worker)),
+      discovery(shared_discovery.empty() ? dir / "discovery"
+                                         : std::move(shared_discovery)) {
     start(engine);
   }
   void start(const std::string& engine) {
@@ -66,11 +72,40 @@ struct sidecar_proc {
       outrider_bin, "--role", "sidecar", "--engine-endpoint", engine,
       "--system-port", std::to_string(status), "--relay-port",
       std::to_string(relay), "--data-dir", (dir / "data").string(),
-      "--discovery-dir", (dir / "discovery").string(), "--worker-id", "bench",
+      "--discovery-dir", discovery.string(), "--worker-id", worker_id,
       "--log-level", "warn"});
   }
   bool ready() const { return test::http_get(status, "/ready") == 200; }
-  bool registered() const { return fs::exists(dir / "discovery/bench.json"); }
+  bool registered() const {
+    return fs::exists(discovery / (worker_id + ".json"));
+  }
+  double metric(const std::string& series) const {
+    return test::metric_value(status, series);
+  }
+};
+
+/// A router on `discovery` (the sidecars' directory), HTTP frontend only.
+struct router_proc {
+  uint16_t http = test::free_port();
+  uint16_t status = test::free_port();
+  std::unique_ptr<test::child_process> proc;
+  router_proc(const fs::path& discovery, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{outrider_bin,
+                                  "--role",
+                                  "router",
+                                  "--discovery-dir",
+                                  discovery.string(),
+                                  "--http-port",
+                                  std::to_string(http),
+                                  "--system-port",
+                                  std::to_string(status),
+                                  "--grpc-port",
+                                  "0",
+                                  "--log-level",
+                                  "warn"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    proc = std::make_unique<test::child_process>(args);
+  }
   double metric(const std::string& series) const {
     return test::metric_value(status, series);
   }

@@ -12,7 +12,23 @@ kv_subscription::wait(std::chrono::milliseconds timeout) {
   return out;
 }
 
+std::vector<batch_ptr> kv_subscription::take() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  std::vector<batch_ptr> out;
+  out.swap(pending_);
+  return out;
+}
+
+bool kv_subscription::notify_once(std::function<void()> f) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (!pending_.empty() || overflowed_)
+    return false;
+  notify_ = std::move(f);
+  return true;
+}
+
 void kv_subscription::push(batch_ptr b) {
+  std::function<void()> notify;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     if (overflowed_)
@@ -23,8 +39,11 @@ void kv_subscription::push(batch_ptr b) {
     } else {
       pending_.push_back(std::move(b));
     }
+    notify.swap(notify_);
   }
   cv_.notify_all();
+  if (notify)
+    notify();
 }
 
 bool kv_subscription::overflowed() const {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,13 @@ class kv_subscription {
     : ranks_(std::move(ranks)), capacity_(capacity) {}
   /// Waits up to `timeout`; returns what arrived.
   std::vector<batch_ptr> wait(std::chrono::milliseconds timeout);
+  /// What arrived so far, without waiting.
+  std::vector<batch_ptr> take();
+  /// Arms `f` to run once, on the pushing thread, when something arrives
+  /// or the subscription overflows: how an asynchronous writer waits
+  /// without a thread. False (and `f` dropped) when that already happened:
+  /// take() again.
+  bool notify_once(std::function<void()> f);
   void push(batch_ptr b);
   /// True once the subscriber fell `capacity` batches behind: it is dropped.
   bool overflowed() const;
@@ -35,6 +43,7 @@ class kv_subscription {
   std::condition_variable cv_;
   std::vector<batch_ptr> pending_; // guarded by mtx_
   bool overflowed_ = false;        // guarded by mtx_
+  std::function<void()> notify_;   // guarded by mtx_
 };
 
 /// The sidecar's event plane to routers: receives every batch the indexer

@@ -11,7 +11,6 @@
 #include "actors/sidecar/relay_impl.hpp"
 #include "cluster/engine/engine_adapter.hpp"
 #include "cluster/engine/engine_stream.hpp"
-#include "cluster/kv/kv_proto.hpp"
 #include "openengine.grpc.pb.h"
 #include "runtime/metrics.hpp"
 #include "vllm.grpc.pb.h"
@@ -28,7 +27,8 @@ using clock_type = std::chrono::steady_clock;
 
 using engine::dialect;
 
-class control final : public oe::Control::Service {
+class control final : public oe::Control::WithCallbackMethod_SubscribeKvEvents<
+                        oe::Control::Service> {
  public:
   explicit control(relay::impl& r) : r_(r) {}
 
@@ -99,63 +99,11 @@ class control final : public oe::Control::Service {
     return Status::OK;
   }
 
-  Status SubscribeKvEvents(
-    ServerContext* ctx, const oe::SubscribeKvEventsRequest* in,
-    grpc::ServerWriter<oe::SubscribeKvEventsResponse>* w) override {
-    std::set<int> ranks(in->data_parallel_ranks().begin(),
-                        in->data_parallel_ranks().end());
-    auto sub = std::make_shared<kv_subscription>(ranks, 10000);
-    if (in->include_snapshot()) {
-      auto idx = r_.cfg.indexer->get();
-      if (!idx)
-        return {StatusCode::UNAVAILABLE, "the index is restarting"};
-      auto hub = r_.cfg.hub;
-      indexer::snapshot_callback cb = [sub, hub](auto snapshot) {
-        for (auto& b : snapshot)
-          if (sub->wants(b->rank))
-            sub->push(std::move(b));
-        hub->subscribe(sub, std::nullopt);
-      };
-      caf::scoped_actor self{*r_.cfg.sys};
-      bool ok = false;
-      self
-        ->request(idx, std::chrono::seconds{5}, indexer::subscribe_atom::value,
-                  cb)
-        .receive([&](bool) { ok = true; }, [&](caf::error&) {});
-      if (!ok)
-        return {StatusCode::UNAVAILABLE, "the index did not answer"};
-    } else {
-      std::optional<uint64_t> start;
-      if (in->has_start_sequence_number())
-        start = in->start_sequence_number();
-      if (!r_.cfg.hub->subscribe(sub, start))
-        return {StatusCode::OUT_OF_RANGE,
-                "the sidecar no longer has batches from sequence " +
-                  std::to_string(*start) +
-                  "; resubscribe with include_snapshot"};
-    }
-    while (!ctx->IsCancelled() && !r_.stopping) {
-      for (const auto& b : sub->wait(std::chrono::milliseconds{100})) {
-        oe::SubscribeKvEventsResponse resp;
-        auto* out = resp.mutable_batch();
-        out->set_sequence_number(b->seq);
-        out->set_data_parallel_rank(static_cast<uint32_t>(b->rank));
-        for (const auto& ev : b->events)
-          kv::to_proto(ev, out->add_events());
-        if (!w->Write(resp))
-          return Status::OK;
-      }
-      if (sub->overflowed()) {
-        oe::SubscribeKvEventsResponse resp;
-        auto* err = resp.mutable_error();
-        err->set_code(oe::ERROR_CODE_OVERLOADED);
-        err->set_message("subscriber too slow; resubscribe with a snapshot");
-        err->set_retryable(true);
-        w->Write(resp);
-        return Status::OK;
-      }
-    }
-    return Status::OK;
+  // On the callback API (relay_subscribe.cpp): no thread per subscriber.
+  grpc::ServerWriteReactor<oe::SubscribeKvEventsResponse>*
+  SubscribeKvEvents(grpc::CallbackServerContext*,
+                    const oe::SubscribeKvEventsRequest* in) override {
+    return subscribe_kv_events(r_, *in);
   }
 
  private:

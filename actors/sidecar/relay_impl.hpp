@@ -100,4 +100,9 @@ struct relay::impl {
 /// The relay's `Inference.Generate` on gRPC's callback API.
 std::unique_ptr<grpc::Service> make_generate_service(relay::impl& r);
 
+/// The relay's SubscribeKvEvents stream (relay_subscribe.cpp).
+grpc::ServerWriteReactor<openengine::v1::SubscribeKvEventsResponse>*
+subscribe_kv_events(relay::impl& r,
+                    const openengine::v1::SubscribeKvEventsRequest& in);
+
 } // namespace outrider::sidecar

@@ -1,37 +1,56 @@
 #include "cluster/engine/health_watch.hpp"
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace outrider::engine {
 
-health_watch::health_watch(std::string endpoint, backoff b, callback cb)
-  : endpoint_(std::move(endpoint)), backoff_(b), cb_(std::move(cb)) {
-  thread_ = std::thread([this] { run(); });
-}
+namespace {
 
-health_watch::~health_watch() {
-  stop();
-}
+using grpc::health::v1::Health;
+using grpc::health::v1::HealthCheckRequest;
+using grpc::health::v1::HealthCheckResponse;
 
-void health_watch::stop() {
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    stopping_ = true;
-    if (call_)
-      call_->TryCancel();
+} // namespace
+
+// One Watch stream; deletes itself when gRPC is done with it.
+class health_watch::call final
+  : public grpc::ClientReadReactor<HealthCheckResponse> {
+ public:
+  call(health_watch& w, Health::Stub& stub) : w_(w) {
+    stub.async()->Watch(&ctx_, &req_, this);
+    StartRead(&resp_);
+    StartCall();
   }
-  cv_.notify_all();
-  if (thread_.joinable())
-    thread_.join();
-}
 
-void health_watch::run() {
-  using grpc::health::v1::Health;
-  using grpc::health::v1::HealthCheckRequest;
-  using grpc::health::v1::HealthCheckResponse;
-  auto delay = backoff_.initial;
+  void cancel() { ctx_.TryCancel(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok)
+      return; // OnDone follows
+    w_.status(static_cast<engine_health>(resp_.status()));
+    StartRead(&resp_);
+  }
+
+  void OnDone(const grpc::Status& st) override {
+    auto& w = w_;
+    auto why = st.error_message();
+    delete this;
+    w.closed(why);
+  }
+
+ private:
+  health_watch& w_;
+  grpc::ClientContext ctx_;
+  HealthCheckRequest req_;
+  HealthCheckResponse resp_;
+};
+
+health_watch::health_watch(std::string endpoint, backoff b, callback cb)
+  : endpoint_(std::move(endpoint)), backoff_(b), cb_(std::move(cb)),
+    delay_(b.initial) {
   // gRPC's own reconnect backoff defaults to 1 s growing to 120 s; keep it
   // in step with ours so a restarted engine is seen quickly.
   grpc::ChannelArguments args;
@@ -41,55 +60,69 @@ void health_watch::run() {
               static_cast<int>(backoff_.initial.count()));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(backoff_.max.count()));
-  auto channel = grpc::CreateCustomChannel(
+  channel_ = grpc::CreateCustomChannel(
     endpoint_, grpc::InsecureChannelCredentials(), args);
-  auto stub = Health::NewStub(channel);
-  bool reported_down = false;
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> guard{mtx_};
-      if (stopping_)
-        return;
-    }
-    // Fail-fast RPCs on a channel in backoff fail at once; wait (in short
-    // slices, to notice stop()) until the channel itself has connected.
-    if (!channel->WaitForConnected(std::chrono::system_clock::now() +
-                                   std::chrono::milliseconds{250})) {
-      if (!reported_down) {
-        reported_down = true;
-        cb_(engine_health::unreachable, "cannot connect to " + endpoint_);
-      }
-      continue;
-    }
-    auto ctx = std::make_shared<grpc::ClientContext>();
-    {
-      std::lock_guard<std::mutex> guard{mtx_};
-      if (stopping_)
-        return;
-      call_ = ctx;
-    }
-    HealthCheckRequest req;
-    auto reader = stub->Watch(ctx.get(), req);
-    HealthCheckResponse resp;
-    while (reader->Read(&resp)) {
-      delay = backoff_.initial;
-      reported_down = false;
-      cb_(static_cast<engine_health>(resp.status()), {});
-    }
-    auto status = reader->Finish();
-    std::unique_lock<std::mutex> guard{mtx_};
-    call_.reset();
+  stub_ = std::shared_ptr<Health::Stub>(Health::NewStub(channel_));
+  std::lock_guard<std::mutex> guard{mtx_};
+  open();
+}
+
+health_watch::~health_watch() {
+  stop();
+}
+
+void health_watch::stop() {
+  std::unique_lock<std::mutex> guard{mtx_};
+  stopping_ = true;
+  if (call_)
+    call_->cancel();
+  if (alarm_ && waiting_)
+    alarm_->Cancel();
+  idle_.wait(guard, [this] { return call_ == nullptr && !waiting_; });
+}
+
+// Under mtx_. A fail-fast call: while the engine cannot be reached it ends
+// at once with UNAVAILABLE, and the next try waits for the backoff.
+void health_watch::open() {
+  call_ = new call(*this, *std::static_pointer_cast<Health::Stub>(stub_));
+}
+
+void health_watch::status(engine_health h) {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    delay_ = backoff_.initial;
+    reported_down_ = false;
     if (stopping_)
       return;
-    guard.unlock();
-    if (!reported_down) {
-      reported_down = true;
-      cb_(engine_health::unreachable, status.error_message());
-    }
-    guard.lock();
-    cv_.wait_for(guard, delay, [this] { return stopping_; });
-    delay = std::min(delay * 2, backoff_.max);
   }
+  cb_(h, {});
+}
+
+void health_watch::closed(const std::string& why) {
+  std::unique_lock<std::mutex> guard{mtx_};
+  call_ = nullptr;
+  if (stopping_) {
+    idle_.notify_all();
+    return;
+  }
+  bool report = !reported_down_;
+  reported_down_ = true;
+  auto delay = delay_;
+  delay_ = std::min(delay_ * 2, backoff_.max);
+  waiting_ = true;
+  alarm_ = std::make_unique<grpc::Alarm>();
+  alarm_->Set(std::chrono::system_clock::now() + delay, [this](bool) {
+    std::lock_guard<std::mutex> g{mtx_};
+    waiting_ = false;
+    if (stopping_)
+      idle_.notify_all();
+    else
+      open();
+  });
+  guard.unlock();
+  if (report)
+    cb_(engine_health::unreachable,
+        why.empty() ? "cannot reach " + endpoint_ : why);
 }
 
 } // namespace outrider::engine

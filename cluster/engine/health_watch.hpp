@@ -6,20 +6,21 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "cluster/engine/engine_info.hpp"
 
 namespace grpc {
-class ClientContext;
-}
+class Alarm;
+class Channel;
+} // namespace grpc
 
 namespace outrider::engine {
 
-/// Watches an engine's health on a thread of its own: opens a Watch stream
-/// for service "", reports every status, and on failure reconnects with
-/// exponential backoff. The callback runs on that thread; it must only hand
-/// the value on (e.g. `caf::anon_send`).
+/// Watches an engine's health on gRPC's callback API (no thread of its
+/// own): opens a Watch stream for service "", reports every status, and on
+/// failure reports `unreachable` once and reconnects with exponential
+/// backoff. The callback runs on gRPC's threads; it must only hand the
+/// value on (e.g. `caf::anon_send`).
 class health_watch {
  public:
   using callback = std::function<void(engine_health, const std::string&)>;
@@ -30,7 +31,7 @@ class health_watch {
   };
 
   health_watch(std::string endpoint, backoff b, callback cb);
-  ~health_watch(); // stops and joins
+  ~health_watch(); // stops, and waits until no callback can run
 
   health_watch(const health_watch&) = delete;
   health_watch& operator=(const health_watch&) = delete;
@@ -38,16 +39,24 @@ class health_watch {
   void stop();
 
  private:
-  void run();
+  class call;
+  void open();                         // a new Watch call
+  void closed(const std::string& why); // it ended
+  void status(engine_health h);        // it reported
 
   std::string endpoint_;
   backoff backoff_;
   callback cb_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<void> stub_; // Health::Stub, kept out of this header
   std::mutex mtx_;
-  std::condition_variable cv_;
-  bool stopping_ = false;                     // guarded by mtx_
-  std::shared_ptr<grpc::ClientContext> call_; // guarded by mtx_
-  std::thread thread_;
+  std::condition_variable idle_;
+  bool stopping_ = false;              // guarded by mtx_
+  call* call_ = nullptr;               // guarded by mtx_
+  std::unique_ptr<grpc::Alarm> alarm_; // guarded by mtx_
+  bool waiting_ = false;               // an alarm is set; guarded by mtx_
+  bool reported_down_ = false;         // guarded by mtx_
+  std::chrono::milliseconds delay_;    // guarded by mtx_
 };
 
 } // namespace outrider::engine

@@ -126,7 +126,10 @@ caf::error http_server::start(const std::string& host, uint16_t port) {
   if (!ec)
     c.acceptor.bind(ep, ec);
   if (!ec)
-    c.acceptor.listen(1024, ec);
+    // As deep as the kernel allows (net.core.somaxconn): a burst of
+    // connections waits in the kernel rather than having its handshakes
+    // dropped and retried seconds later.
+    c.acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec)
     return make_error(errc::bind_failed, "cannot listen on " + host + ":" +
                                            std::to_string(port) + ": " +

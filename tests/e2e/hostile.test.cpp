@@ -19,24 +19,6 @@ using json = nlohmann::json;
 
 namespace {
 
-// A field of /proc/PID/status (Threads, VmRSS in kB).
-long proc_status(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(field + ":", 0) == 0)
-      return std::atol(line.c_str() + field.size() + 1);
-  return -1;
-}
-
-// The test process holds thousands of sockets too.
-void raise_fd_limit() {
-  rlimit lim{};
-  getrlimit(RLIMIT_NOFILE, &lim);
-  lim.rlim_cur = lim.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &lim);
-}
-
 std::string post(const std::string& body, const std::string& extra = {}) {
   return "POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + extra +
          "Content-Type: application/json\r\nContent-Length: " +

@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -162,6 +163,22 @@ int http_call(uint16_t port, const std::string& method, const std::string& path,
     *body = p == std::string::npos ? "" : resp.substr(p + 4);
   }
   return std::atoi(resp.substr(9, 3).c_str());
+}
+
+long proc_status(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field + ":", 0) == 0)
+      return std::atol(line.c_str() + field.size() + 1);
+  return -1;
+}
+
+void raise_fd_limit() {
+  rlimit lim{};
+  getrlimit(RLIMIT_NOFILE, &lim);
+  lim.rlim_cur = lim.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &lim);
 }
 
 } // namespace outrider::test

@@ -37,6 +37,13 @@ class child_process {
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 uint16_t free_port();
 
+/// A field of /proc/PID/status as a number (Threads; VmRSS in kB), or -1.
+long proc_status(pid_t pid, const std::string& field);
+
+/// Lifts this process's open-file limit to its hard limit (tests that hold
+/// thousands of sockets).
+void raise_fd_limit();
+
 /// One HTTP/1.1 GET on 127.0.0.1; returns the status code, or -1 when the
 /// connection failed. `body` receives the response body.
 int http_get(uint16_t port, const std::string& path,

@@ -1,0 +1,79 @@
+// The router under many concurrent streams: no thread per request, memory
+// bounded, every stream complete. The 10,000-stream run is in
+// bench/router_bench (docs/performance.md); this one fits CI.
+
+#include <atomic>
+#include <fstream>
+#include <sys/resource.h>
+#include <thread>
+
+#include "tests/e2e/router_cluster.hpp"
+#include "tests/sse_load.hpp"
+
+using namespace outrider::test;
+using json = nlohmann::json;
+
+namespace {
+
+// The peak of a /proc/PID/status field while `fn` runs (sampled).
+template <class Fn>
+long peak_while(pid_t pid, const std::string& field, Fn fn) {
+  std::atomic<bool> running{true};
+  std::atomic<long> peak{proc_status(pid, field)};
+  std::thread sampler{[&] {
+    while (running.load()) {
+      auto v = proc_status(pid, field);
+      if (v > peak.load())
+        peak = v;
+      std::this_thread::sleep_for(std::chrono::milliseconds{20});
+    }
+  }};
+  fn();
+  running = false;
+  sampler.join();
+  return peak.load();
+}
+
+} // namespace
+
+TEST_CASE("1500 concurrent SSE streams through one router on a bounded "
+          "number of threads") {
+  raise_fd_limit();
+  sim_process::options so;
+  so.extra = {
+    "--speedup", "20", "--max-num-seqs", "2048", "--num-gpu-blocks-override",
+    "40000"};
+  cluster c{2, so};
+  // One request first: the router knows its workers and has its channels.
+  REQUIRE(c.complete(tokens(1, 8), 2)["choices"].size() == 1);
+  auto pid = c.router->pid();
+  auto threads_before = proc_status(pid, "Threads");
+  sse_load_config cfg;
+  cfg.port = c.http_port;
+  cfg.streams = 1500;
+  cfg.deadline = std::chrono::seconds{90};
+  cfg.body = [](size_t i) {
+    auto first = static_cast<uint32_t>(1 + 64 * (i % 200));
+    return json{
+      {"prompt", tokens(first, 32)}, {"max_tokens", 24}, {"stream", true}}
+      .dump();
+  };
+  std::vector<sse_stream_result> results;
+  auto peak_threads =
+    peak_while(pid, "Threads", [&] { results = run_sse_load(cfg); });
+  auto s = summarize(results);
+  auto rss_mb = proc_status(pid, "VmRSS") / 1024;
+  WARN("1,500 concurrent SSE streams: "
+       << s.complete << " complete, " << s.failed << " failed, " << s.events
+       << " events; router threads " << threads_before << " -> peak "
+       << peak_threads << ", RSS " << rss_mb << " MB");
+  CHECK(s.complete == 1500);
+  CHECK(s.events >= 1500); // tokens may be merged, never lost
+  // A thread per request would be 1,500 more.
+  CHECK(peak_threads <= threads_before + 16);
+  CHECK(rss_mb < 400);
+  // Nothing left behind: the router carries no request once all are done.
+  CHECK(eventually(
+    [&] { return c.router_metric("outrider_router_requests_in_flight") == 0; },
+    5s));
+}
