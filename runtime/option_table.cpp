@@ -165,6 +165,10 @@ std::vector<option_spec> make_specs() {
          "router: Generate streams the gRPC frontend carries at once; "
          "beyond: RESOURCE_EXHAUSTED",
          "--grpc-max-streams 20000", {}, 1, 1000000),
+    make("request-timeout", ot::duration, "30m",
+         "router: a request's whole time; every engine call it makes has "
+         "this deadline (504 beyond)",
+         "--request-timeout 10m"),
     make("dispatch", ot::string, "relay",
          "router: through each worker's sidecar relay, or straight to its "
          "engine (OpenEngine or vLLM native)",

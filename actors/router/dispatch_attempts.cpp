@@ -30,6 +30,8 @@ attempt_result outcome(const grpc::Status& st, bool cancelled) {
   if (st.ok())
     return {attempt_end::finished, {}};
   auto code = st.error_code();
+  if (code == grpc::StatusCode::DEADLINE_EXCEEDED)
+    return {attempt_end::timed_out, st.error_message()};
   return {code == grpc::StatusCode::UNAVAILABLE ? attempt_end::unavailable
           : code == grpc::StatusCode::INVALID_ARGUMENT ? attempt_end::invalid
                                                        : attempt_end::failed,
@@ -43,7 +45,8 @@ class dispatcher::attempts final
     public std::enable_shared_from_this<attempts> {
  public:
   attempts(dispatcher& d, const generate_params& p)
-    : d_(d), temperature_(p.temperature) {}
+    : d_(d), temperature_(p.temperature),
+      deadline_(std::chrono::system_clock::now() + d.request_timeout_) {}
 
   bool may_migrate() const override { return !d_.shutting_down_.load(); }
 
@@ -136,6 +139,7 @@ class dispatcher::attempts final
 
   dispatcher& d_;
   std::optional<double> temperature_;
+  std::chrono::system_clock::time_point deadline_; // of every engine call
   clock_type::time_point t0_ = clock_type::now();
   clock_type::time_point last_token_ = t0_;
 };
@@ -154,6 +158,7 @@ class dispatcher::attempts::call final : public engine::generate_sink {
   void start() {
     if (!disp_.track(&ctx_))
       return end({attempt_end::cancelled, {}});
+    ctx_.set_deadline(owner_->deadline_);
     // Through the worker's relay (OpenEngine), or straight to its engine
     // in whatever dialect the engine speaks.
     auto endpoint = disp_.direct_ ? d_.engine_endpoint : d_.endpoint;
@@ -193,7 +198,8 @@ class dispatcher::attempts::call final : public engine::generate_sink {
     bool cancelled =
       cancelled_ ||
       (disp_.cut_.load() && st.error_code() == grpc::StatusCode::CANCELLED);
-    if (cancelled && disp_.direct_)
+    bool expired = st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if ((cancelled || expired) && disp_.direct_)
       abort_on_engine();
     end(outcome(st, cancelled));
   }

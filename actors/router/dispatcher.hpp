@@ -59,6 +59,12 @@ class dispatcher {
   generate_outcome generate_blocking(const generate_params& p,
                                      token_sink on_tokens);
 
+  /// Every engine call of a request ends by this long after the request
+  /// began (504 beyond); set before the first request.
+  void set_request_timeout(std::chrono::milliseconds t) {
+    request_timeout_ = t;
+  }
+
   /// From now on a broken stream is not migrated and nothing waits in the
   /// queue for a free worker (the router is shutting down).
   void begin_shutdown() { shutting_down_ = true; }
@@ -121,6 +127,7 @@ class dispatcher {
   std::optional<disagg_config> disagg_;
   std::optional<double> queue_threshold_;
   bool direct_ = false; // --dispatch direct: straight to the engines
+  std::chrono::milliseconds request_timeout_{std::chrono::minutes{30}};
   stats stats_ = stats::make();
   std::atomic<uint64_t> next_id_{0};
   std::atomic<bool> shutting_down_{false};

@@ -38,6 +38,8 @@ StatusCode code_for(int http_status) {
     return StatusCode::CANCELLED;
   case 503:
     return StatusCode::UNAVAILABLE;
+  case 504:
+    return StatusCode::DEADLINE_EXCEEDED;
   default:
     return StatusCode::INTERNAL;
   }

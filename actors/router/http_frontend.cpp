@@ -123,11 +123,12 @@ void http_frontend::stream(std::shared_ptr<runtime::http_exchange> ex,
   auto created = now_seconds();
   auto* raw = ex.get();
   auto params = c.params;
+  auto events =
+    std::make_shared<const token_event_writer>(*id, created, c.model);
   dispatcher_.generate(
     std::move(params),
-    [this, raw, id, created, model = c.model](const auto& toks) {
-      return wanted(*raw) &&
-             raw->send(completion_event(*id, created, model, toks));
+    [this, raw, events](const auto& toks) {
+      return wanted(*raw) && raw->send((*events)(toks));
     },
     [this, ex, id, created, model = c.model](generate_outcome o) {
       if (!ex->gone()) {

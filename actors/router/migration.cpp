@@ -53,6 +53,10 @@ class migration_run : public std::enable_shared_from_this<migration_run> {
       out_.http_status = 499;
       out_.error = "cancelled by the client";
       return finish();
+    case attempt_end::timed_out:
+      out_.http_status = 504;
+      out_.error = "the request ran past its deadline (--request-timeout)";
+      return finish();
     case attempt_end::unavailable:
       if (out_.tokens.size() < p_.max_tokens && attempt_ < limit_ &&
           seams_->may_migrate()) {

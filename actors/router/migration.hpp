@@ -36,6 +36,7 @@ enum class attempt_end {
   cancelled,   ///< the client went away (`on_tokens` returned false)
   unavailable, ///< the stream broke (worker or engine gone): migratable
   invalid,     ///< the engine refused the request (a client error)
+  timed_out,   ///< the request ran past its deadline (--request-timeout)
   failed,      ///< any other error
 };
 
@@ -80,7 +81,8 @@ class attempt_seams {
 /// are appended to the prompt and the request continues on another worker
 /// (the failed ones excluded), at most `migration_limit` times, so the
 /// caller sees one contiguous stream. Outcomes: ok, 499 (cancelled), 503 (no
-/// worker), 400 (refused), 502 (failed, or broken past the limit). Returns
+/// worker), 400 (refused), 504 (past its deadline), 502 (failed, or broken
+/// past the limit). Returns
 /// at once; `done` gets the outcome when the last step ended, on the thread
 /// that ended it. `seams` is kept alive until then.
 void run_with_migration(generate_params p, int migration_limit,

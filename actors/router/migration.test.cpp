@@ -177,3 +177,15 @@ TEST_CASE("migration: a stream that broke after its last token is not "
   CHECK(out.tokens.size() == 4);
   CHECK(f.streamed.size() == 1);
 }
+
+TEST_CASE("migration: a request past its deadline is a 504, not migrated",
+          "[migration]") {
+  fake_seams f;
+  f.scripts["a"] = {{2, attempt_end::timed_out}};
+  auto out =
+    run_with_migration(params(8), 3, f, [](const auto&) { return true; });
+  CHECK(out.http_status == 504);
+  CHECK(out.migrations == 0);
+  CHECK(f.streamed.size() == 1);
+  CHECK(f.released == 1);
+}

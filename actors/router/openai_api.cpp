@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <unistd.h>
 
@@ -198,6 +199,36 @@ std::string completion_event(const std::string& id, int64_t created,
   if (o)
     ev["usage"] = usage_of(*o);
   return "data: " + dump(ev) + "\n\n";
+}
+
+token_event_writer::token_event_writer(const std::string& id, int64_t created,
+                                       const std::string& model) {
+  prefix_ =
+    "data: {\"id\":" + dump(json(id)) +
+    ",\"object\":\"text_completion\",\"created\":" + std::to_string(created) +
+    ",\"model\":" + dump(json(model)) +
+    ",\"choices\":[{\"index\":0,\"text\":\"";
+}
+
+std::string
+token_event_writer::operator()(const std::vector<uint32_t>& tokens) const {
+  std::string out;
+  out.reserve(prefix_.size() + 96 + tokens.size() * 22);
+  out += prefix_;
+  char num[16];
+  auto append_ids = [&](char sep) {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (i > 0)
+        out.push_back(sep);
+      auto [end, ec] = std::to_chars(num, num + sizeof(num), tokens[i]);
+      out.append(num, end);
+    }
+  };
+  append_ids(' '); // the text: token ids, space separated (no tokenizer)
+  out += "\",\"token_ids\":[";
+  append_ids(',');
+  out += "],\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+  return out;
 }
 
 std::string error_event(const std::string& message) {

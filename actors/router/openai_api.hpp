@@ -50,6 +50,20 @@ std::string completion_event(const std::string& id, int64_t created,
                              const std::string* finish = nullptr,
                              const generate_outcome* o = nullptr);
 
+/// The per-token events of one stream, fast: the same JSON as
+/// `completion_event` without finish or usage, formatted by appending to a
+/// prefix escaped once per stream (a JSON tree per token cost more than
+/// the rest of the router's path).
+class token_event_writer {
+ public:
+  token_event_writer(const std::string& id, int64_t created,
+                     const std::string& model);
+  std::string operator()(const std::vector<uint32_t>& tokens) const;
+
+ private:
+  std::string prefix_; // up to the text's opening quote
+};
+
 /// The event that ends a failed stream.
 std::string error_event(const std::string& message);
 

@@ -67,9 +67,11 @@ std::unique_ptr<dispatcher> dispatcher_from(runtime::role_context& ctx,
   if (o.get(opt::router_conditional_disagg))
     disagg = parse_disagg_config(o.get(opt::router_conditional_disagg_config),
                                  nullptr);
-  return std::make_unique<dispatcher>(
+  auto d = std::make_unique<dispatcher>(
     ctx.sys, parts.brain, static_cast<int>(o.get(opt::migration_limit)), disagg,
     parts.config.queue_threshold, o.get(opt::dispatch) == "direct");
+  d->set_request_timeout(o.get(opt::request_timeout));
+  return d;
 }
 
 // The models to list and accept: the configured one, else the workers'

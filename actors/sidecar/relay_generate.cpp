@@ -165,6 +165,12 @@ class relay_call final : public grpc::ServerWriteReactor<oe::GenerateResponse>,
       r_.m.ok.inc();
       return engine_status_;
     }
+    if (engine_status_.error_code() == StatusCode::DEADLINE_EXCEEDED) {
+      // The router's deadline passed: the engine may still be generating.
+      r_.abort_on_engine(id_);
+      r_.m.failed.inc();
+      return engine_status_;
+    }
     if (broke(engine_status_)) {
       r_.m.broken.inc();
       return {StatusCode::UNAVAILABLE,

@@ -298,3 +298,18 @@ TEST_CASE("SIGTERM stops admitting, ends requests in flight, no migration") {
   CHECK(eventually([&] { return running_on(*c.sims[0]) == 0; }, 5s));
   CHECK_THAT(c.router->output(), !Contains("migrating"));
 }
+
+TEST_CASE("a request past --request-timeout gets 504 and stops on the engine") {
+  cluster c{1, {.extra = {"--speedup", "1"}}, {"--request-timeout", "700ms"}};
+  warm_up(c);
+  auto started = std::chrono::steady_clock::now();
+  auto got =
+    ask(c.http_port,
+        post(json{{"prompt", tokens(1, 16)}, {"max_tokens", 900}}.dump()));
+  CHECK_THAT(got, StartsWith("HTTP/1.1 504"));
+  CHECK_THAT(got, Contains("request-timeout"));
+  CHECK(std::chrono::steady_clock::now() - started < 5s);
+  // The engine stopped generating for it.
+  CHECK(eventually([&] { return running_on(*c.sims[0]) == 0; }, 5s));
+  check_alive(c);
+}
