@@ -1,6 +1,9 @@
 #include "actors/indexer/index_store.hpp"
 
+#include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <set>
 
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
@@ -85,7 +88,10 @@ std::string encode_events(const std::vector<kv::kv_event>& events) {
   return out;
 }
 
-bool decode_events(const rocksdb::Slice& v, std::vector<kv::kv_event>& out) {
+// Not inlined: inlined into load(), GCC 12 reports a false
+// -Wmaybe-uninitialized inside std::variant's move constructor.
+[[gnu::noinline]] bool decode_events(const rocksdb::Slice& v,
+                                     std::vector<kv::kv_event>& out) {
   reader r{v.data(), v.data() + v.size()};
   while (r.ok && !r.done()) {
     auto tag = r.get(1);
@@ -158,6 +164,16 @@ caf::error status_error(const rocksdb::Status& s) {
                     std::move(what));
 }
 
+rocksdb::Options store_options(rocksdb::WALRecoveryMode mode) {
+  rocksdb::Options opts;
+  opts.create_if_missing = true;
+  opts.paranoid_checks = true;
+  opts.wal_recovery_mode = mode;
+  opts.IncreaseParallelism(2);
+  opts.write_buffer_size = 64 << 20;
+  return opts;
+}
+
 std::string seq_value(uint64_t next_seq) {
   std::string v;
   put_be(v, next_seq, 8);
@@ -170,45 +186,152 @@ index_store::index_store() = default;
 index_store::~index_store() = default;
 
 caf::error index_store::open(const std::string& dir) {
-  rocksdb::Options opts;
-  opts.create_if_missing = true;
-  opts.IncreaseParallelism(2);
-  opts.write_buffer_size = 64 << 20;
+  dir_ = dir;
+  db_.reset();
   rocksdb::DB* db = nullptr;
-  auto s = rocksdb::DB::Open(opts, dir, &db);
+  // Strict first: a damaged log is noticed, not silently cut.
+  auto s = rocksdb::DB::Open(
+    store_options(rocksdb::WALRecoveryMode::kAbsoluteConsistency), dir, &db);
+  if (!s.ok() && s.IsCorruption()) {
+    auto strict = s.ToString();
+    s = rocksdb::DB::Open(
+      store_options(rocksdb::WALRecoveryMode::kPointInTimeRecovery), dir, &db);
+    if (s.ok())
+      note("wal", "the store's write-ahead log in " + dir + " is damaged (" +
+                    strict +
+                    "); recovered up to its last consistent record, the "
+                    "engine's replay fills in after it");
+  }
+  if (s.ok()) {
+    db_.reset(db);
+    return {};
+  }
+  return open_fresh_aside(s.ToString());
+}
+
+// The store cannot be opened or read: keep it for inspection, start empty.
+caf::error index_store::open_fresh_aside(const std::string& why) {
+  namespace fs = std::filesystem;
+  db_.reset();
+  std::error_code ec;
+  if (fs::exists(dir_, ec)) {
+    auto stamp = std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count();
+    auto aside = dir_ + ".broken-" + std::to_string(stamp);
+    fs::rename(dir_, aside, ec);
+    if (ec)
+      return make_error(errc::io_error, "rocksdb: " + why + "; moving " + dir_ +
+                                          " aside failed: " + ec.message());
+    note("store", "the store in " + dir_ + " is unusable (" + why +
+                    "); moved to " + aside +
+                    " and starting empty (the index is rebuilt from the "
+                    "engine)");
+  } else {
+    note("store", "the store in " + dir_ + " is unusable (" + why + ")");
+  }
+  rocksdb::DB* db = nullptr;
+  auto s = rocksdb::DB::Open(
+    store_options(rocksdb::WALRecoveryMode::kPointInTimeRecovery), dir_, &db);
   if (!s.ok())
     return status_error(s);
   db_.reset(db);
   return {};
 }
 
-recovered_state index_store::load() const {
+void index_store::note(std::string kind, std::string message) {
+  notes_.push_back({std::move(kind), std::move(message)});
+}
+
+std::vector<store_note> index_store::take_notes() {
+  std::vector<store_note> out;
+  out.swap(notes_);
+  return out;
+}
+
+caf::error index_store::flush() {
+  return status_error(db_->Flush(rocksdb::FlushOptions{}));
+}
+
+recovered_state index_store::load() {
   recovered_state out;
   std::string id;
-  if (db_->Get(rocksdb::ReadOptions{}, "instance_id", &id).ok())
+  auto got = db_->Get(rocksdb::ReadOptions{}, "instance_id", &id);
+  if (got.ok())
     out.instance_id = id;
+  std::set<int> bad;
   std::unique_ptr<rocksdb::Iterator> it{db_->NewIterator({})};
+  auto rank_of = [&](bool& ok) {
+    reader k{it->key().data() + 1, it->key().data() + it->key().size()};
+    auto rank = static_cast<int>(k.get(4));
+    ok = k.ok;
+    return rank;
+  };
   for (it->Seek("s"); it->Valid() && it->key().starts_with("s"); it->Next()) {
-    reader k{it->key().data() + 1, it->key().data() + it->key().size()};
+    bool ok = false;
+    auto rank = rank_of(ok);
     reader v{it->value().data(), it->value().data() + it->value().size()};
-    auto rank = static_cast<int>(k.get(4));
     auto next = v.get(8);
-    if (k.ok && v.ok)
+    if (ok && v.ok && v.done())
       out.next_seq[rank] = next;
+    else if (ok)
+      bad.insert(rank);
   }
+  bool readable = it->status().ok();
   // Snapshots first, then the log after them, in sequence order.
-  for (it->Seek("p"); it->Valid() && it->key().starts_with("p"); it->Next()) {
-    reader k{it->key().data() + 1, it->key().data() + it->key().size()};
-    auto rank = static_cast<int>(k.get(4));
-    if (k.ok)
-      decode_snapshot(it->value().ToString(), rank, out.index);
+  for (it->Seek("p"); readable && it->Valid() && it->key().starts_with("p");
+       it->Next()) {
+    bool ok = false;
+    auto rank = rank_of(ok);
+    if (ok && !decode_snapshot(it->value().ToString(), rank, out.index))
+      bad.insert(rank);
   }
-  for (it->Seek("l"); it->Valid() && it->key().starts_with("l"); it->Next()) {
-    reader k{it->key().data() + 1, it->key().data() + it->key().size()};
-    auto rank = static_cast<int>(k.get(4));
+  readable = readable && it->status().ok();
+  for (it->Seek("l"); readable && it->Valid() && it->key().starts_with("l");
+       it->Next()) {
+    bool ok = false;
+    auto rank = rank_of(ok);
     std::vector<kv::kv_event> events;
-    if (k.ok && decode_events(it->value(), events))
+    if (!ok)
+      continue;
+    if (decode_events(it->value(), events))
       out.index.apply(rank, events);
+    else
+      bad.insert(rank);
+  }
+  readable = readable && it->status().ok() && (got.ok() || got.IsNotFound());
+  if (!readable) {
+    auto why = (got.ok() || got.IsNotFound() ? it->status() : got).ToString();
+    it.reset();
+    return rebuilt(std::move(out.instance_id), why);
+  }
+  it.reset();
+  for (int rank : bad) {
+    note("record", "records of rank " + std::to_string(rank) +
+                     " failed their checks; the rank is reset and refilled "
+                     "from the engine");
+    out.index.clear_rank(rank);
+    out.next_seq.erase(rank);
+    out.corrupt_ranks.push_back(rank);
+    if (auto err = reset_rank(rank, 0))
+      note("error", describe(err));
+  }
+  return out;
+}
+
+// A read check failed: nothing in the store can be trusted.
+recovered_state index_store::rebuilt(std::string instance_id,
+                                     const std::string& why) {
+  recovered_state out;
+  out.rebuilt = true;
+  if (auto err = open_fresh_aside(why)) {
+    note("error", describe(err));
+    return out;
+  }
+  if (!instance_id.empty()) {
+    if (auto err = reset(instance_id))
+      note("error", describe(err));
+    out.instance_id = std::move(instance_id);
   }
   return out;
 }

@@ -93,22 +93,48 @@ void tell_cleared(self_ptr self, int rank) {
 
 indexer_actor::behavior_type behavior(self_ptr self);
 
+// Logs and counts what the store found and repaired.
+void report_store_notes(index_store& store) {
+  for (auto& n : store.take_notes()) {
+    runtime::global_metrics()
+      .get_counter("outrider_index_corruption_total",
+                   "Damage found in the sidecar's store and repaired, by "
+                   "kind (wal: log cut at its last good record; store: moved "
+                   "aside, started empty; record: a rank reset)",
+                   {{"kind", n.kind}})
+      .inc();
+    spdlog::error("indexer: {}", n.message);
+  }
+}
+
 indexer_actor::behavior_type indexer(self_ptr self, indexer_config cfg) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
-  if (auto err = st.store.open(st.cfg.data_dir)) {
-    // The supervisor restarts us with backoff and gives up eventually.
+  auto opened = st.store.open(st.cfg.data_dir);
+  report_store_notes(st.store);
+  if (opened) {
+    // Not even a new store could be made (permissions, a full disk): the
+    // supervisor restarts us with backoff and gives up eventually.
     spdlog::error("indexer: cannot open {}: {}", st.cfg.data_dir,
-                  describe(err));
-    self->quit(std::move(err));
+                  describe(opened));
+    self->quit(std::move(opened));
     return behavior(self);
   }
   auto rec = st.store.load();
+  report_store_notes(st.store);
   st.instance_id = rec.instance_id;
   st.next_seq = rec.next_seq;
   st.index = std::move(rec.index);
-  spdlog::info("indexer: recovered {} blocks of instance '{}' from {}",
-               st.index.total_blocks(), st.instance_id, st.cfg.data_dir);
+  if (rec.rebuilt)
+    spdlog::warn("indexer: the store was rebuilt; every rank of instance "
+                 "'{}' starts again from sequence 0",
+                 st.instance_id);
+  spdlog::info("indexer: recovered {} blocks of instance '{}' from {}{}",
+               st.index.total_blocks(), st.instance_id, st.cfg.data_dir,
+               rec.corrupt_ranks.empty()
+                 ? ""
+                 : " (" + std::to_string(rec.corrupt_ranks.size()) +
+                     " damaged rank(s) reset)");
   publish_gauges(self);
   return behavior(self);
 }

@@ -2,6 +2,8 @@
 // processes, real gRPC, real ZMQ, real RocksDB files, file discovery.
 #include <atomic>
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -414,4 +416,38 @@ TEST_CASE("a KV message over --kv-max-message-bytes is refused and counted, "
     "outrider_kv_events_rejected_total{reason=\"sequence_ahead\",rank=\"0\"}"));
   CHECK_FALSE(side.metric("outrider_kv_gaps_unrecoverable_total{rank=\"0\"}"));
   CHECK(side.get("/ready") == 200);
+}
+
+TEST_CASE("a sidecar whose store is garbage serves again, rebuilt from the "
+          "engine") {
+  namespace fs = std::filesystem;
+  sim_process sim{{.num_blocks = 4096}};
+  REQUIRE(sim.wait_serving(10s));
+  auto dirs = std::make_shared<sidecar_dirs>();
+  auto side = std::make_unique<sidecar_process>(sim.endpoint(), dirs);
+  auto id = instance_of(sim);
+  REQUIRE(eventually([&] { return registered_as(*side, id); }, 10s));
+  for (uint32_t i = 0; i < 20; ++i)
+    REQUIRE(generate(sim, 1 + 37 * i, 13));
+  REQUIRE(eventually([&] { return index_matches(*side, sim); }, 10s));
+  side->proc->signal(SIGTERM);
+  REQUIRE(side->proc->wait(10s));
+  side.reset();
+  std::ofstream(fs::path(dirs->data.str()) / "CURRENT", std::ios::trunc)
+    << "garbage\n";
+  side = std::make_unique<sidecar_process>(sim.endpoint(), dirs);
+  // Not a restart loop: ready again, the damage counted, the old store kept
+  // beside the new one, the index whole again from the engine's replay.
+  REQUIRE(eventually([&] { return registered_as(*side, id); }, 15s));
+  CHECK(side->metric("outrider_index_corruption_total{kind=\"store\"}") == 1);
+  CHECK(eventually([&] { return index_matches(*side, sim); }, 10s));
+  fs::path data{dirs->data.str()};
+  int aside = 0;
+  for (const auto& e : fs::directory_iterator(data.parent_path()))
+    if (e.path().filename().string().rfind(
+          data.filename().string() + ".broken-", 0) == 0) {
+      ++aside;
+      fs::remove_all(e.path());
+    }
+  CHECK(aside == 1);
 }
