@@ -4,6 +4,7 @@
 #include <chrono>
 #include <csignal>
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <filesystem>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -52,8 +53,15 @@ pid_t local_cluster::spawn(const std::vector<std::string>& argv,
   for (auto& a : copy)
     args.push_back(a.data());
   args.push_back(nullptr);
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid == 0) {
+    // The child dies with us, even when we are killed -9: no orphaned
+    // engines or sidecars. (The signal follows the thread that forked;
+    // `start` runs on the main thread, which lives as long as the process.)
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent)
+      _exit(1); // we died before prctl took effect
     int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd >= 0) {
       dup2(fd, 1);
@@ -84,8 +92,9 @@ caf::error local_cluster::start() {
     nlohmann::json kv{
       {"enable_kv_cache_events", true},
       {"publisher", "zmq"},
-      {"endpoint", "tcp://*:" + std::to_string(free_port())},
-      {"replay_endpoint", "tcp://*:" + std::to_string(free_port())},
+      // Loopback only: the events carry prompt token ids.
+      {"endpoint", "tcp://127.0.0.1:" + std::to_string(free_port())},
+      {"replay_endpoint", "tcp://127.0.0.1:" + std::to_string(free_port())},
       {"topic", "kv-events"}};
     std::vector<std::string> sim{cfg_.sim_binary, "--grpc-port",
                                  std::to_string(engine_port),
