@@ -4,9 +4,9 @@
 #include <chrono>
 #include <csignal>
 #include <fcntl.h>
-#include <sys/prctl.h>
 #include <filesystem>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>

@@ -159,6 +159,11 @@ void engine_runner::inject_payload(std::string payload) {
     pub_->publish(std::move(payload));
 }
 
+void engine_runner::drip_malformed_replays() {
+  if (pub_)
+    pub_->drip_malformed_replies();
+}
+
 void engine_runner::lose_next_kv_message() {
   if (pub_)
     pub_->lose_next();

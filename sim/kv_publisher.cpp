@@ -80,7 +80,8 @@ void kv_publisher::run() {
   bool replay = !cfg_.replay_endpoint.empty();
   while (!stopping_.load()) {
     try {
-      zmq::poll(items, replay ? 2 : 1, std::chrono::milliseconds{100});
+      zmq::poll(items, replay ? 2 : 1,
+                std::chrono::milliseconds{drips_.empty() ? 100 : 20});
     } catch (const zmq::error_t&) {
       continue; // EINTR
     }
@@ -114,6 +115,13 @@ void kv_publisher::run() {
     }
     if (replay && (items[1].revents & ZMQ_POLLIN))
       serve_replay(router_);
+    auto now = std::chrono::steady_clock::now();
+    std::erase_if(drips_, [&](const auto& d) { return d.second < now; });
+    for (const auto& [id, until] : drips_) {
+      router_.send(zmq::buffer(id), zmq::send_flags::sndmore);
+      router_.send(zmq::message_t{}, zmq::send_flags::sndmore);
+      router_.send(zmq::str_buffer("not a sequence"), zmq::send_flags::none);
+    }
   }
 }
 
@@ -141,6 +149,11 @@ void kv_publisher::serve_replay(zmq::socket_t& router) {
     auto start = kv::decode_seq(frames[2].data());
     std::string id(static_cast<const char*>(frames[0].data()),
                    frames[0].size());
+    if (drip_.load()) {
+      drips_.emplace_back(id, std::chrono::steady_clock::now() +
+                                std::chrono::minutes{1});
+      continue;
+    }
     auto send_reply = [&](const std::string& seq8, const std::string& payload,
                           bool end) {
       router.send(zmq::buffer(id), zmq::send_flags::sndmore);

@@ -50,6 +50,11 @@ class kv_publisher {
   /// sent live), as a slow subscriber past ZeroMQ's high-water mark sees.
   void lose_next() { lose_next_ = true; }
 
+  /// From now on replay requests are answered as a hostile peer would: a
+  /// malformed frame every 20 ms, for a minute, and never an end (fault
+  /// tests of consumers' replay deadlines).
+  void drip_malformed_replies() { drip_ = true; }
+
   uint64_t malformed_replay_requests() const { return bad_requests_.load(); }
 
  private:
@@ -69,6 +74,10 @@ class kv_publisher {
   std::atomic<uint64_t> bad_requests_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> lose_next_{false};
+  std::atomic<bool> drip_{false};
+  // Peers being dripped at, until when; publisher thread only.
+  std::vector<std::pair<std::string, std::chrono::steady_clock::time_point>>
+    drips_;
   std::thread thread_;
 };
 

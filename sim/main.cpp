@@ -111,6 +111,12 @@ runtime::http_response debug_route(sim_engine& e,
       e.runner(k).lose_next_kv_message();
     return json_answer(200, "{\"ok\":true}\n");
   }
+  if (req.path == "/debug/kv_replay_drip" && req.method == "POST") {
+    // From now on replays get malformed frames dripped, never an end.
+    for (int k = 0; k < e.ranks(); ++k)
+      e.runner(k).drip_malformed_replays();
+    return json_answer(200, "{\"ok\":true}\n");
+  }
   if (req.method != "GET")
     return json_answer(405, "{\"error\":\"use GET\"}\n");
   return truth_route(e, req);

@@ -21,6 +21,14 @@ using clock_type = std::chrono::steady_clock;
 // How long replays may fail to answer for one gap before its history counts
 // as lost.
 constexpr auto unanswered_replay_limit = std::chrono::seconds{5};
+// One replay, whole: the engine sends at most its buffer, quickly. A peer
+// that drips frames, floods malformed ones or sends without end is cut
+// off, and the replay counts as unanswered.
+constexpr auto replay_deadline = std::chrono::seconds{10};
+constexpr size_t max_replay_bytes = size_t{256} << 20;
+constexpr int max_malformed_replay_frames = 64;
+
+enum class catch_up_result { done, waiting };
 
 struct replay_result {
   bool ok = false;
@@ -107,23 +115,44 @@ replay_result replay(self_ptr self, uint64_t from) {
     dealer.connect(st.cfg.source.replay_endpoint);
     dealer.send(zmq::message_t{}, zmq::send_flags::sndmore);
     dealer.send(zmq::buffer(kv::encode_seq(from)), zmq::send_flags::none);
-    // Bounded: an engine keeps at most buffer_steps batches.
-    for (size_t i = 0; i < 10'000'000; ++i) {
+    auto deadline = clock_type::now() + replay_deadline;
+    size_t bytes = 0;
+    int malformed = 0;
+    // Bounded by the deadline, the byte cap and the malformed-frame cap.
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - clock_type::now());
+      if (left.count() <= 0) {
+        st.reject("replay_deadline", "no end of replay within " +
+                                       std::to_string(replay_deadline.count()) +
+                                       " s");
+        return out;
+      }
+      dealer.set(zmq::sockopt::rcvtimeo,
+                 static_cast<int>(std::min<int64_t>(left.count(), 2000)));
       std::vector<zmq::message_t> frames;
       for (int k = 0; k < 8; ++k) {
         zmq::message_t m;
         if (!dealer.recv(m))
           return out; // timed out: no answer
         bool more = m.more();
+        bytes += m.size();
         frames.push_back(std::move(m));
         if (!more)
           break;
+      }
+      if (bytes > max_replay_bytes) {
+        st.reject("replay_too_large",
+                  "more than " + std::to_string(max_replay_bytes) + " bytes");
+        return out;
       }
       // ["", topic, seq, payload] or ["", seq, payload]
       if ((frames.size() != 4 && frames.size() != 3) || frames[0].size() != 0 ||
           frames[frames.size() - 2].size() != 8) {
         st.reject("malformed_replay_frame",
                   std::to_string(frames.size()) + " frames");
+        if (++malformed >= max_malformed_replay_frames)
+          return out;
         continue;
       }
       auto seq = kv::decode_seq(frames[frames.size() - 2].data());
@@ -188,13 +217,30 @@ void lose_history(self_ptr self, const kv_sequencer::replay_plan& plan,
 // that showed the gap; 0 at start). A gap that no replay covers is lost
 // history: the rank is reset and the stream goes on from the live batch, so
 // the index never freezes behind a gap.
-void catch_up(self_ptr self, uint64_t upto_hint) {
+catch_up_result catch_up(self_ptr self, uint64_t upto_hint) {
   auto& st = self->state;
   auto from = st.seq.next();
   auto r = replay(self, from);
+  if (!r.ok && upto_hint <= from) {
+    // At start: nothing to replay without an endpoint; otherwise wait for
+    // an answer, at most the limit, then the stored history of the rank
+    // cannot be vouched for: it is reset and the stream goes on.
+    if (st.cfg.source.replay_endpoint.empty())
+      return catch_up_result::done;
+    auto now = clock_type::now();
+    if (!st.unanswered_since)
+      st.unanswered_since = now;
+    if (now - *st.unanswered_since < unanswered_replay_limit)
+      return catch_up_result::waiting;
+    st.unanswered_since.reset();
+    kv_sequencer::replay_plan unknown;
+    unknown.lost = true;
+    unknown.lost_from = from;
+    unknown.resume = from;
+    lose_history(self, unknown, "the replay did not answer");
+    return catch_up_result::done;
+  }
   if (!r.ok) {
-    if (upto_hint <= from)
-      return;
     // A slow engine gets a few more live batches to answer; after that (or
     // with no replay endpoint at all) the history is lost.
     auto now = clock_type::now();
@@ -207,7 +253,7 @@ void catch_up(self_ptr self, uint64_t upto_hint) {
                    none ? "the engine has no replay endpoint"
                         : "the replay did not answer");
     }
-    return;
+    return catch_up_result::done;
   }
   st.unanswered_since.reset();
   std::vector<uint64_t> seqs;
@@ -220,12 +266,16 @@ void catch_up(self_ptr self, uint64_t upto_hint) {
   // The plan has moved the sequencer past these already.
   for (auto i : plan.apply)
     apply(self, r.batches[i].first, r.batches[i].second);
+  return catch_up_result::done;
 }
 
 void poll_once(self_ptr self) {
   auto& st = self->state;
   if (!st.caught_up) {
-    catch_up(self, 0);
+    // "Caught up" only after a replay that answered (or history given up
+    // on by the gap policy): until then the next poll asks again.
+    if (catch_up(self, 0) == catch_up_result::waiting)
+      return;
     st.caught_up = true;
     caf::anon_send(st.cfg.parent, caught_up_atom::value,
                    int32_t{st.cfg.source.rank});

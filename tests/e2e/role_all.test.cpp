@@ -81,8 +81,7 @@ TEST_CASE("role all killed -9 takes its engines and sidecars with it, and "
                      std::to_string(status), "--http-port",
                      std::to_string(free_port()), "--grpc-port", "0"}};
   REQUIRE(eventually(
-    [&] { return metric_value(status, "outrider_router_workers") >= 2; },
-    30s));
+    [&] { return metric_value(status, "outrider_router_workers") >= 2; }, 30s));
   auto kids = children_of(all.pid());
   REQUIRE(kids.size() == 4); // two engines, two sidecars
   size_t engines = 0;

@@ -451,3 +451,54 @@ TEST_CASE("a sidecar whose store is garbage serves again, rebuilt from the "
     }
   CHECK(aside == 1);
 }
+
+TEST_CASE("a replay that drips malformed frames is cut off and the index goes "
+          "on, never stuck in replay") {
+  sim_process sim{{}};
+  REQUIRE(sim.wait_serving(10s));
+  sidecar_process side{sim.endpoint()};
+  auto id = instance_of(sim);
+  REQUIRE(eventually([&] { return registered_as(side, id); }, 10s));
+  REQUIRE(generate(sim, 10, 9));
+  REQUIRE(eventually([&] { return index_matches(side, sim); }, 5s));
+  auto post = [&](const std::string& path) {
+    child_process curl{
+      {"/usr/bin/curl", "-s", "-f", "-X", "POST",
+       "http://127.0.0.1:" + std::to_string(sim.debug) + path}};
+    return curl.wait(10s) == 0;
+  };
+  // Every replay from now on is a drip of malformed frames with no end,
+  // and the next batch is lost live, so a replay is needed.
+  REQUIRE(post("/debug/kv_replay_drip"));
+  REQUIRE(post("/debug/kv_lose"));
+  REQUIRE(generate(sim, 300, 9)); // the lost batch
+  auto started = std::chrono::steady_clock::now();
+  // Live batches keep coming; the forwarder gives up on the drip, counts
+  // it, and the gap becomes lost history within the unanswered limit.
+  auto newest_indexed = [&](uint32_t first) {
+    for (const auto& [hash, b] : index_blocks(side))
+      if (b.second.front() >= first)
+        return true;
+    return false;
+  };
+  // One new prompt every 200 ms, each with its own first token (the
+  // vocabulary has 32,000).
+  uint32_t first = 600;
+  CHECK(eventually(
+    [&] {
+      first = first >= 30000 ? 600 : first + 300;
+      if (!generate(sim, first, 9))
+        return false;
+      std::this_thread::sleep_for(200ms);
+      return newest_indexed(first);
+    },
+    30s));
+  CHECK(std::chrono::steady_clock::now() - started < 30s);
+  CHECK(side
+          .metric("outrider_kv_events_rejected_total{reason=\"malformed_"
+                  "replay_frame\",rank=\"0\"}")
+          .value_or(0) >= 64);
+  CHECK(side.metric("outrider_kv_gaps_unrecoverable_total{rank=\"0\"}")
+          .value_or(0) >= 1);
+  CHECK(side.get("/ready") == 200);
+}
