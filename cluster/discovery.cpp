@@ -1,6 +1,8 @@
 #include "cluster/discovery.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
@@ -113,9 +115,31 @@ static bool read_record_file(const std::string& path, std::string& out) {
 }
 
 file_discovery::file_discovery(std::string dir, std::chrono::milliseconds ttl)
-  : dir_(std::move(dir)), ttl_(ttl) {
+  : dir_(std::move(dir)), ttl_(ttl) {}
+
+caf::error file_discovery::open() {
   std::error_code ec;
-  fs::create_directories(dir_, ec);
+  auto parent = fs::path(dir_).parent_path();
+  if (!parent.empty())
+    fs::create_directories(parent, ec);
+  if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST)
+    return make_error(errc::io_error, "cannot create the discovery directory " +
+                                        dir_ + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::lstat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return make_error(errc::io_error, "the discovery directory " + dir_ +
+                                        " is not a directory");
+  if (st.st_uid != ::geteuid())
+    return make_error(errc::permission_denied,
+                      "the discovery directory " + dir_ +
+                        " belongs to another user (uid " +
+                        std::to_string(st.st_uid) + "); refusing its records");
+  if (st.st_mode & S_IWOTH)
+    return make_error(errc::permission_denied,
+                      "the discovery directory " + dir_ +
+                        " is writable by anyone; refusing its records (chmod "
+                        "o-w, or choose another --discovery-dir)");
+  return {};
 }
 
 file_discovery::~file_discovery() {
@@ -132,15 +156,29 @@ caf::error file_discovery::put(const worker_record& r) {
     return make_error(errc::invalid_argument,
                       "invalid worker id '" + r.worker_id + "'");
   std::error_code ec;
-  fs::create_directories(dir_, ec);
   auto final_path = path_of(r.worker_id);
   auto tmp = final_path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << to_json(r) << "\n";
-    out.flush();
-    if (!out)
-      return make_error(errc::io_error, "cannot write " + tmp);
+  // Exclusive and never through a link: a file planted at the temporary
+  // name is not written through. A leftover of ours is removed first.
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(),
+                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return make_error(errc::io_error,
+                      "cannot create " + tmp + ": " + std::strerror(errno));
+  auto text = to_json(r) + "\n";
+  size_t off = 0;
+  while (off < text.size()) {
+    auto n = ::write(fd, text.data() + off, text.size() - off);
+    if (n <= 0)
+      break;
+    off += static_cast<size_t>(n);
+  }
+  bool ok = off == text.size() && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    return make_error(errc::io_error, "cannot write " + tmp);
   }
   fs::rename(tmp, final_path, ec);
   if (ec)

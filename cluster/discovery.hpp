@@ -41,6 +41,9 @@ std::optional<worker_record> record_from_json(const std::string& text,
 class discovery {
  public:
   virtual ~discovery() = default;
+  /// Prepares the backend before first use; an error means it must not be
+  /// used (see file_discovery::open).
+  virtual caf::error open() { return {}; }
   /// Publishes (or replaces) a record. Errors: `invalid_argument` (a bad
   /// worker id), `io_error`.
   virtual caf::error put(const worker_record& r) = 0;
@@ -61,6 +64,12 @@ class file_discovery final : public discovery {
   ~file_discovery() override;
   file_discovery(const file_discovery&) = delete;
   file_discovery& operator=(const file_discovery&) = delete;
+  /// Creates the directory (mode 0700) when missing; refuses one that
+  /// another user owns or that anyone may write (`permission_denied`): its
+  /// records decide where the routers send prompts.
+  caf::error open() override;
+  /// Written to a temporary file created exclusively (never through a
+  /// link), fsync'd, then renamed into place.
   caf::error put(const worker_record& r) override;
   caf::error keep_alive(const std::string& worker_id) override;
   caf::error remove(const std::string& worker_id) override;

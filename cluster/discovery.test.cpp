@@ -169,3 +169,45 @@ TEST_CASE("memory discovery keeps records in process") {
   REQUIRE_FALSE(disc.remove("a"));
   CHECK(disc.list().empty());
 }
+
+TEST_CASE("file discovery opens a private directory and refuses an open one") {
+  temp_dir d;
+  auto dir = d.path / "fresh" / "discovery";
+  file_discovery fresh{dir.string(), 10s};
+  REQUIRE_FALSE(fresh.open());
+  struct stat st {};
+  REQUIRE(::stat(dir.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  // Anyone may write there: its records cannot be trusted.
+  auto open_dir = d.path / "open";
+  fs::create_directories(open_dir);
+  fs::permissions(open_dir, fs::perms::all);
+  file_discovery open{open_dir.string(), 10s};
+  auto err = open.open();
+  CHECK(err == outrider::errc::permission_denied);
+  CHECK_THAT(outrider::describe(err),
+             Catch::Matchers::Contains("writable by anyone"));
+  // A file where the directory should be.
+  std::ofstream(d.path / "plain") << "x";
+  file_discovery plain{(d.path / "plain").string(), 10s};
+  CHECK(plain.open() == outrider::errc::io_error);
+}
+
+TEST_CASE("file discovery never writes through a planted link and leaves no "
+          "temporary file") {
+  temp_dir d;
+  file_discovery disc{d.path.string(), 10s};
+  REQUIRE_FALSE(disc.open());
+  // Someone plants a link at the temporary name, aimed at a file of ours.
+  auto victim = d.path / "victim.txt";
+  std::ofstream(victim) << "keep me";
+  fs::create_symlink(victim,
+                     d.path / ("w1.json.tmp." + std::to_string(::getpid())));
+  REQUIRE_FALSE(disc.put(record("w1")));
+  std::ifstream in(victim);
+  std::string kept{std::istreambuf_iterator<char>{in}, {}};
+  CHECK(kept == "keep me");
+  REQUIRE(disc.list().size() == 1);
+  for (const auto& e : fs::directory_iterator(d.path))
+    CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
+}

@@ -52,6 +52,8 @@ std::string to_string(errc x) {
     return "spawn_failed";
   case errc::invalid_argument:
     return "invalid_argument";
+  case errc::permission_denied:
+    return "permission_denied";
   }
   return "unknown";
 }

@@ -41,6 +41,9 @@ enum class errc : uint8_t {
   /// The caller passed a value that cannot be used (e.g. a worker id with
   /// a slash in it).
   invalid_argument,
+  /// A path is not safe to trust (another user's, or writable by anyone):
+  /// refused rather than read.
+  permission_denied,
 };
 
 /// The error without context (lets `caf::error e = errc::io_error;` and

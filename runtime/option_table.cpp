@@ -3,6 +3,7 @@
 // option_keys.hpp follow it (checked by a unit test).
 #include <cstdlib>
 #include <sstream>
+#include <unistd.h>
 
 extern char** environ;
 
@@ -28,9 +29,15 @@ option_spec make(std::string key, ot type, std::string def, std::string help,
                      hidden};
 }
 
+// Private to this user: $XDG_RUNTIME_DIR (0700 by definition), else a
+// directory named for the uid under $TMPDIR or /tmp, created 0700 and
+// refused if another user owns it (file_discovery::open).
 std::string default_discovery_dir() {
+  if (const char* run = std::getenv("XDG_RUNTIME_DIR"); run && *run)
+    return std::string{run} + "/outrider/discovery";
   const char* tmp = std::getenv("TMPDIR");
-  return std::string{tmp && *tmp ? tmp : "/tmp"} + "/outrider/discovery";
+  return std::string{tmp && *tmp ? tmp : "/tmp"} + "/outrider-" +
+         std::to_string(::geteuid()) + "/discovery";
 }
 
 std::vector<option_spec> make_specs() {

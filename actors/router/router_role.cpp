@@ -154,6 +154,8 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
   else
     parts->disc = std::make_shared<cluster::file_discovery>(
       discovery_dir, o.get(opt::discovery_ttl));
+  if (auto err = parts->disc->open())
+    ctx.control->request_exit(1, describe(err));
   parts->config = router_config_from(o);
   parts->watcher = std::make_unique<worker_watcher>(parts->disc, parts->brain);
   parts->dispatch = dispatcher_from(ctx, *parts);

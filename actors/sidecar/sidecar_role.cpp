@@ -130,6 +130,10 @@ void add_index_route(runtime::role_context& ctx,
 std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
   const auto& o = ctx.opts;
   auto disc = discovery_from(o);
+  if (auto err = disc->open()) {
+    ctx.control->request_exit(1, describe(err));
+    return {};
+  }
   sidecar_slots slots;
   auto hub = std::make_shared<event_hub>();
   indexer::indexer_config icfg;
