@@ -14,8 +14,13 @@
 // router in front of four engines at model speed and their sidecars (relay
 // dispatch): how many complete, the router's threads and RSS (peak).
 //
+// Part 3 (only when asked), the soak: 1,000 concurrent streams for 10
+// minutes, the router's RSS, threads and descriptors every 10 s.
+//
 //   build/bench/router_bench [build/outrider] [build/sim/outrider-sim]
 //                            [out.csv] [huge streams] [part1|part2]
+//   build/bench/router_bench build/outrider build/sim/outrider-sim x.csv
+//                            1000 soak 600
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -206,6 +211,80 @@ void part2(const fs::path& base, size_t huge) {
   }
 }
 
+size_t open_fds(pid_t pid) {
+  std::error_code ec;
+  size_t n = 0;
+  for (auto it =
+         fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec))
+    ++n;
+  return n;
+}
+
+// Part 3, the soak: `streams` concurrent SSE streams (a new one as soon as
+// one ends) for `seconds`, faults off; the router's RSS, threads and file
+// descriptors sampled every 10 s.
+void soak(const fs::path& base, size_t streams, int seconds) {
+  std::vector<std::unique_ptr<sim_proc>> sims;
+  std::vector<std::unique_ptr<sidecar_proc>> sides;
+  auto discovery = base / "soak";
+  fs::create_directories(discovery);
+  for (int i = 0; i < 2; ++i) {
+    sims.push_back(std::make_unique<sim_proc>(true, true, 2048));
+    if (!wait_connected(sims.back()->endpoint()))
+      return;
+    fs::create_directories(base / ("s" + std::to_string(i)));
+    sides.push_back(std::make_unique<sidecar_proc>(
+      sims.back()->endpoint(), base / ("s" + std::to_string(i)),
+      "s" + std::to_string(i), discovery));
+  }
+  for (auto& s : sides)
+    test::eventually([&] { return s->ready(); }, 30s);
+  router_proc router{discovery};
+  test::eventually(
+    [&] { return router.metric("outrider_router_workers") >= 2; }, 30s);
+  auto pid = router.proc->pid();
+  std::atomic<bool> running{true};
+  std::printf("\nsoak: %zu concurrent SSE streams for %d s (2 engines at "
+              "model speed, relay dispatch)\n%8s %8s %8s %8s\n",
+              streams, seconds, "t (s)", "RSS MB", "threads", "fds");
+  std::thread sampler{[&] {
+    auto t0 = clock_type::now();
+    while (running.load()) {
+      std::printf("%8.0f %8ld %8ld %8zu\n",
+                  std::chrono::duration<double>(clock_type::now() - t0).count(),
+                  test::proc_status(pid, "VmRSS") / 1024,
+                  test::proc_status(pid, "Threads"), open_fds(pid));
+      std::fflush(stdout);
+      for (int i = 0; i < 100 && running.load(); ++i)
+        std::this_thread::sleep_for(100ms);
+    }
+  }};
+  test::sse_load_config cfg;
+  cfg.port = router.http;
+  cfg.streams = 2'000'000;
+  cfg.concurrency = streams;
+  cfg.launch_for = std::chrono::seconds{seconds};
+  cfg.deadline = std::chrono::seconds{seconds + 120};
+  cfg.body = [](size_t i) {
+    std::string ids;
+    for (uint32_t t = 0; t < 64; ++t)
+      ids += (t ? "," : "") +
+             std::to_string(1 + (static_cast<uint32_t>(i % 5000) * 7919 + t) %
+                                  31000);
+    return "{\"prompt\":[" + ids + "],\"max_tokens\":32,\"stream\":true}";
+  };
+  auto rs = test::run_sse_load(cfg);
+  running = false;
+  sampler.join();
+  auto sum = test::summarize(rs);
+  std::printf("soak: %zu streams, %zu complete, %zu failed; router after: RSS "
+              "%ld MB, %ld threads, %zu fds\n",
+              rs.size(), sum.complete, sum.failed,
+              test::proc_status(pid, "VmRSS") / 1024,
+              test::proc_status(pid, "Threads"), open_fds(pid));
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -224,6 +303,12 @@ int main(int argc, char** argv) {
   csv << "engine,streams,direct_tok_s,router_tok_s,router_us_per_token,"
          "itl_p50_direct_us,itl_p50_router_us,itl_p99_direct_us,"
          "itl_p99_router_us,ttft_p50_direct_us,ttft_p50_router_us\n";
+  if (only == "soak") {
+    // huge = concurrent streams; the soak's length from argv[6].
+    soak(base, huge, argc > 6 ? std::stoi(argv[6]) : 600);
+    fs::remove_all(base);
+    return 0;
+  }
   if (only != "part2")
     part1(base, csv);
   if (only != "part1")

@@ -81,7 +81,13 @@ class runner {
   void launch_next() {
     if (next_ >= cfg.streams || connecting_ >= max_connecting)
       return;
+    if (cfg.launch_for.count() > 0 &&
+        clock_type::now() - started_ >= cfg.launch_for) {
+      next_ = cfg.streams; // no more
+      return;
+    }
     auto i = next_++;
+    launched_ = next_;
     const auto body = cfg.body(i);
     std::string req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                       "Connection: close\r\nContent-Type: application/json\r\n"
@@ -110,6 +116,9 @@ class runner {
       timer_.cancel();
   }
 
+  /// Streams started so far (the rest of `results` is unused).
+  size_t launched() const { return launched_; }
+
   const sse_load_config& cfg;
   std::vector<sse_stream_result> results;
   net::io_context ioc;
@@ -120,6 +129,8 @@ class runner {
   size_t next_ = 0;
   size_t active_ = 0;
   size_t connecting_ = 0;
+  size_t launched_ = 0;
+  clock_type::time_point started_ = clock_type::now();
 };
 
 sse_conn::sse_conn(runner& r, size_t index, std::string request)
@@ -214,6 +225,7 @@ void sse_conn::finish(bool broken, const boost::system::error_code& ec) {
 std::vector<sse_stream_result> run_sse_load(const sse_load_config& cfg) {
   runner r{cfg};
   r.run();
+  r.results.resize(r.launched());
   return std::move(r.results);
 }
 

@@ -36,6 +36,9 @@ struct sse_load_config {
   /// Everything still open then is closed and counted as an error.
   std::chrono::milliseconds deadline = std::chrono::seconds{60};
   bool record_gaps = false;
+  /// No stream starts after this long (0: no limit); those open finish.
+  /// With `streams` as an upper bound and `concurrency` set, a steady load.
+  std::chrono::milliseconds launch_for{0};
 };
 
 /// Runs the streams and returns one result per stream, in order.
