@@ -9,6 +9,7 @@
 
 #include "actors/sidecar/kv_sequencer.hpp"
 #include "cluster/kv/kv_decoder.hpp"
+#include "cluster/kv/replay_frame.hpp"
 #include "cluster/kv/seq_frame.hpp"
 #include "runtime/metrics.hpp"
 
@@ -146,21 +147,22 @@ replay_result replay(self_ptr self, uint64_t from) {
                   "more than " + std::to_string(max_replay_bytes) + " bytes");
         return out;
       }
-      // ["", topic, seq, payload] or ["", seq, payload]
-      if ((frames.size() != 4 && frames.size() != 3) || frames[0].size() != 0 ||
-          frames[frames.size() - 2].size() != 8) {
+      std::vector<std::string_view> views;
+      for (const auto& f : frames)
+        views.emplace_back(static_cast<const char*>(f.data()), f.size());
+      auto reply = kv::parse_replay_reply(views);
+      if (reply.what == kv::replay_reply::malformed) {
         st.reject("malformed_replay_frame",
                   std::to_string(frames.size()) + " frames");
         if (++malformed >= max_malformed_replay_frames)
           return out;
         continue;
       }
-      auto seq = kv::decode_seq(frames[frames.size() - 2].data());
-      if (seq == kv::replay_end_seq) {
+      if (reply.what == kv::replay_reply::end) {
         out.ok = true;
         return out;
       }
-      out.batches.emplace_back(seq, frames.back().to_string());
+      out.batches.emplace_back(reply.seq, std::string{reply.payload});
     }
   } catch (const zmq::error_t& e) {
     spdlog::warn("kv_forwarder[{}]: replay failed: {}", st.cfg.source.rank,

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "cluster/kv/replay_frame.hpp"
 #include "sim/kv_encoding.hpp"
 
 using namespace outrider;
@@ -211,4 +212,23 @@ TEST_CASE("a batch with more events than allowed is rejected whole") {
   // The default limit holds for callers that give none.
   auto big = batch(default_max_batch_events + 1);
   CHECK(decode(big).error == kv_reject::too_many_events);
+}
+
+TEST_CASE("replay replies: with and without a topic, the end, and junk") {
+  using outrider::kv::parse_replay_reply;
+  using outrider::kv::replay_reply;
+  auto seq7 = outrider::kv::encode_seq(7);
+  auto end = outrider::kv::encode_seq(outrider::kv::replay_end_seq);
+  auto topic = parse_replay_reply({"", "kv", seq7, "payload"});
+  CHECK(topic.what == replay_reply::batch);
+  CHECK(topic.seq == 7);
+  CHECK(topic.payload == "payload");
+  CHECK(parse_replay_reply({"", seq7, "p"}).what == replay_reply::batch);
+  CHECK(parse_replay_reply({"", "", end, ""}).what == replay_reply::end);
+  CHECK(parse_replay_reply({"", "not a sequence"}).what ==
+        replay_reply::malformed);
+  CHECK(parse_replay_reply({"x", seq7, "p"}).what == replay_reply::malformed);
+  CHECK(parse_replay_reply({"", "1234567", "p"}).what ==
+        replay_reply::malformed);
+  CHECK(parse_replay_reply({}).what == replay_reply::malformed);
 }
