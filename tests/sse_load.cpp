@@ -93,6 +93,8 @@ class runner {
                       "Connection: close\r\nContent-Type: application/json\r\n"
                       "Content-Length: " +
                       std::to_string(body.size()) + "\r\n\r\n" + body;
+    results[i].started_s =
+      std::chrono::duration<double>(clock_type::now() - started_).count();
     auto c = std::make_shared<sse_conn>(*this, i, std::move(req));
     open_.push_back(c);
     ++active_;

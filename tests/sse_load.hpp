@@ -19,6 +19,7 @@ struct sse_stream_result {
   size_t tokens = 0;          // completion_tokens of the final usage
   bool done = false;          // `data: [DONE]` arrived
   bool error = false;         // an error event, or a broken connection
+  double started_s = 0;       // when it was launched, since the run began
   double ttft_s = -1;         // first event after the request was sent
   double total_s = 0;         // until the connection closed
   std::vector<double> gaps_s; // between events (when asked for)
