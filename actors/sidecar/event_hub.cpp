@@ -2,16 +2,6 @@
 
 namespace outrider::sidecar {
 
-std::vector<batch_ptr>
-kv_subscription::wait(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> guard{mtx_};
-  cv_.wait_for(guard, timeout,
-               [this] { return !pending_.empty() || overflowed_; });
-  std::vector<batch_ptr> out;
-  out.swap(pending_);
-  return out;
-}
-
 std::vector<batch_ptr> kv_subscription::take() {
   std::lock_guard<std::mutex> guard{mtx_};
   std::vector<batch_ptr> out;
@@ -41,7 +31,6 @@ void kv_subscription::push(batch_ptr b) {
     }
     notify.swap(notify_);
   }
-  cv_.notify_all();
   if (notify)
     notify();
 }

@@ -1,7 +1,6 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
@@ -22,8 +21,6 @@ class kv_subscription {
  public:
   kv_subscription(std::set<int> ranks, size_t capacity)
     : ranks_(std::move(ranks)), capacity_(capacity) {}
-  /// Waits up to `timeout`; returns what arrived.
-  std::vector<batch_ptr> wait(std::chrono::milliseconds timeout);
   /// What arrived so far, without waiting.
   std::vector<batch_ptr> take();
   /// Arms `f` to run once, on the pushing thread, when something arrives
@@ -40,7 +37,6 @@ class kv_subscription {
   std::set<int> ranks_;
   size_t capacity_;
   mutable std::mutex mtx_;
-  std::condition_variable cv_;
   std::vector<batch_ptr> pending_; // guarded by mtx_
   bool overflowed_ = false;        // guarded by mtx_
   std::function<void()> notify_;   // guarded by mtx_

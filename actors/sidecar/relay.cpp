@@ -10,7 +10,6 @@
 
 #include "actors/sidecar/relay_impl.hpp"
 #include "cluster/engine/engine_adapter.hpp"
-#include "cluster/engine/engine_stream.hpp"
 #include "openengine.grpc.pb.h"
 #include "runtime/metrics.hpp"
 #include "vllm.grpc.pb.h"

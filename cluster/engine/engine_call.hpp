@@ -27,7 +27,7 @@ class generate_sink {
 
 /// Starts `Generate` on an engine speaking `d`, on gRPC's callback API (no
 /// thread per stream): passed through to OpenEngine engines, translated for
-/// vLLM engines (as `stream_generate` does). `ctx` and `sink` must live
+/// vLLM engines (`vllm_translate`). `ctx` and `sink` must live
 /// until `sink.on_done`; cancel with `ctx.TryCancel()`. `metadata` holds the
 /// `openengine-*` pairs.
 void start_generate(

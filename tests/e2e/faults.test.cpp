@@ -33,27 +33,6 @@ struct fault_row {
   size_t complete = 0, clear_error = 0, broken = 0, lost = 0;
 };
 
-using block_map = std::map<uint64_t, std::vector<uint32_t>>;
-
-block_map blocks_of(const json& list) {
-  block_map out;
-  for (const auto& b : list)
-    out[b["hash"].get<uint64_t>()] =
-      b["token_ids"].get<std::vector<uint32_t>>();
-  return out;
-}
-
-bool index_matches(const sidecar_process& side, const sim_process& sim) {
-  std::string body;
-  if (side.get("/debug/index", &body) != 200)
-    return false;
-  auto doc = json::parse(body, nullptr, false);
-  auto truth = sim.cache(0);
-  if (!doc.is_object() || !truth.is_object() || !doc["ranks"].contains("0"))
-    return false;
-  return blocks_of(doc["ranks"]["0"]["blocks"]) == blocks_of(truth["blocks"]);
-}
-
 std::string table(const std::vector<fault_row>& rows) {
   std::ostringstream os;
   os << "| fault | at (s) | recovery after restart/resume (s) | streams "
@@ -176,8 +155,8 @@ TEST_CASE("fault suite: kill, restart and pause each part under load",
   }
   // Every index converges to its engine's cache.
   for (size_t i = 0; i < c.sims.size(); ++i)
-    CHECK(
-      eventually([&] { return index_matches(*c.sides[i], *c.sims[i]); }, 15s));
+    CHECK(eventually(
+      [&] { return index_matches_engine(*c.sides[i], *c.sims[i]); }, 15s));
   auto text = table(rows);
   WARN(text);
   if (const char* out = std::getenv("OUTRIDER_FAULTS_TABLE"))

@@ -56,6 +56,28 @@ inline std::pair<int, std::string> http(uint16_t port,
   return {std::atoi(out.c_str() + nl + 1), out.substr(0, nl)};
 }
 
+// A sidecar's index of rank 0 equals its engine's cache (the simulator's
+// ground truth), and that cache is not empty.
+inline bool index_matches_engine(const sidecar_process& side,
+                                 const sim_process& sim) {
+  auto blocks_of = [](const nlohmann::json& list) {
+    std::map<uint64_t, std::vector<uint32_t>> out;
+    for (const auto& b : list)
+      out[b["hash"].get<uint64_t>()] =
+        b["token_ids"].get<std::vector<uint32_t>>();
+    return out;
+  };
+  std::string body;
+  if (side.get("/debug/index", &body) != 200)
+    return false;
+  auto doc = nlohmann::json::parse(body, nullptr, false);
+  auto truth = sim.cache(0);
+  if (!doc.is_object() || !doc["ranks"].contains("0") || !truth.is_object())
+    return false;
+  auto want = blocks_of(truth["blocks"]);
+  return !want.empty() && blocks_of(doc["ranks"]["0"]["blocks"]) == want;
+}
+
 // A small cluster: engines, their sidecars (one discovery directory), a
 // router.
 struct cluster {

@@ -178,10 +178,7 @@ TEST_CASE("a paused engine is deregistered and its index kept and updated") {
   CHECK(side.get("/ready") == 503);
   CHECK(index_blocks(side).size() == 5); // kept
   // Events are still ingested while paused.
-  child_process curl{
-    {"/usr/bin/curl", "-s", "-X", "POST",
-     "http://127.0.0.1:" + std::to_string(sim.debug) + "/reset_prefix_cache"}};
-  REQUIRE(curl.wait(10s) == 0);
+  REQUIRE(sim.post_debug("/reset_prefix_cache"));
   CHECK(eventually([&] { return index_blocks(side).empty(); }, 5s));
   {
     grpc::ClientContext ctx;
@@ -287,10 +284,7 @@ TEST_CASE("garbage on the KV stream is counted and does no harm") {
   REQUIRE(generate(sim, 10, 9));
   REQUIRE(eventually([&] { return index_matches(side, sim); }, 5s));
   auto inject = [&](const nlohmann::json& body) {
-    child_process curl{
-      {"/usr/bin/curl", "-s", "-f", "-X", "POST", "-d", body.dump(),
-       "http://127.0.0.1:" + std::to_string(sim.debug) + "/debug/kv_inject"}};
-    return curl.wait(10s) == 0;
+    return sim.post_debug("/debug/kv_inject", body.dump());
   };
   // Frames of the wrong shape, outside the sequence (topic "kv-events").
   REQUIRE(inject({{"frames_hex", {"6b762d6576656e7473", "0001"}}}));
@@ -354,10 +348,7 @@ TEST_CASE("a batch lost with no replay to cover it resets the rank and the "
   REQUIRE(generate(sim, 10, 9));
   REQUIRE(eventually([&] { return index_matches(side, sim); }, 5s));
   // The engine's next batch never arrives live.
-  child_process lose{
-    {"/usr/bin/curl", "-s", "-f", "-X", "POST",
-     "http://127.0.0.1:" + std::to_string(sim.debug) + "/debug/kv_lose"}};
-  REQUIRE(lose.wait(10s) == 0);
+  REQUIRE(sim.post_debug("/debug/kv_lose"));
   REQUIRE(generate(sim, 300, 9)); // its batch is the lost one
   REQUIRE(generate(sim, 600, 9)); // shows the gap
   // The gap is lost history: counted, the rank reset, and the stream goes
@@ -403,10 +394,7 @@ TEST_CASE("a KV message over --kv-max-message-bytes is refused and counted, "
   nlohmann::json body{
     {"frames_hex",
      {"6b762d6576656e7473", "00ffffffffffff00", std::string(40000, 'a')}}};
-  child_process curl{
-    {"/usr/bin/curl", "-s", "-f", "-X", "POST", "-d", body.dump(),
-     "http://127.0.0.1:" + std::to_string(sim.debug) + "/debug/kv_inject"}};
-  REQUIRE(curl.wait(10s) == 0);
+  REQUIRE(sim.post_debug("/debug/kv_inject", body.dump()));
   for (uint32_t i = 0; i < 5; ++i)
     REQUIRE(generate(sim, 1000 + 100 * i, 9));
   CHECK(eventually([&] { return index_matches(side, sim); }, 10s));
@@ -461,16 +449,10 @@ TEST_CASE("a replay that drips malformed frames is cut off and the index goes "
   REQUIRE(eventually([&] { return registered_as(side, id); }, 10s));
   REQUIRE(generate(sim, 10, 9));
   REQUIRE(eventually([&] { return index_matches(side, sim); }, 5s));
-  auto post = [&](const std::string& path) {
-    child_process curl{
-      {"/usr/bin/curl", "-s", "-f", "-X", "POST",
-       "http://127.0.0.1:" + std::to_string(sim.debug) + path}};
-    return curl.wait(10s) == 0;
-  };
   // Every replay from now on is a drip of malformed frames with no end,
   // and the next batch is lost live, so a replay is needed.
-  REQUIRE(post("/debug/kv_replay_drip"));
-  REQUIRE(post("/debug/kv_lose"));
+  REQUIRE(sim.post_debug("/debug/kv_replay_drip"));
+  REQUIRE(sim.post_debug("/debug/kv_lose"));
   REQUIRE(generate(sim, 300, 9)); // the lost batch
   auto started = std::chrono::steady_clock::now();
   // Live batches keep coming; the forwarder gives up on the drip, counts

@@ -119,4 +119,16 @@ nlohmann::json sim_process::cache(int rank) const {
   return nlohmann::json::parse(body, nullptr, false);
 }
 
+bool sim_process::post_debug(const std::string& path,
+                             const std::string& body) const {
+  std::vector<std::string> args{"/usr/bin/curl", "-s", "-f", "-X", "POST"};
+  if (!body.empty()) {
+    args.push_back("-d");
+    args.push_back(body);
+  }
+  args.push_back("http://127.0.0.1:" + std::to_string(debug) + path);
+  child_process curl{args};
+  return curl.wait(std::chrono::seconds{10}) == 0;
+}
+
 } // namespace outrider::test

@@ -36,26 +36,6 @@ bool relay_generate(oe::Inference::Stub& stub, uint32_t first, size_t n) {
   return reader->Finish().ok() && finished;
 }
 
-std::map<uint64_t, std::vector<uint32_t>> blocks_of(const json& list) {
-  std::map<uint64_t, std::vector<uint32_t>> out;
-  for (const auto& b : list)
-    out[b["hash"].get<uint64_t>()] =
-      b["token_ids"].get<std::vector<uint32_t>>();
-  return out;
-}
-
-bool index_matches(const sidecar_process& side, const sim_process& sim) {
-  std::string body;
-  if (side.get("/debug/index", &body) != 200)
-    return false;
-  auto doc = json::parse(body, nullptr, false);
-  auto truth = sim.cache(0);
-  if (!doc.is_object() || !doc["ranks"].contains("0") || !truth.is_object())
-    return false;
-  auto want = blocks_of(truth["blocks"]);
-  return !want.empty() && blocks_of(doc["ranks"]["0"]["blocks"]) == want;
-}
-
 bool registered(const sidecar_process& side, const std::string& instance) {
   auto recs = side.records();
   return recs.size() == 1 && recs[0]["instance_id"] == instance &&
@@ -99,7 +79,7 @@ TEST_CASE("supervision: the sidecar's actors killed under load restart, the "
   // Clients never noticed: the relay does not depend on those actors.
   CHECK(failed == 0);
   // The index is the engine's, block for block, with no history lost.
-  CHECK(eventually([&] { return index_matches(side, sim); }, 10s));
+  CHECK(eventually([&] { return index_matches_engine(side, sim); }, 10s));
   CHECK_FALSE(side.metric("outrider_kv_gaps_unrecoverable_total{rank=\"0\"}"));
   // The crash endpoint refuses what it does not know.
   CHECK(http_call(side.port, "POST", "/debug/crash?child=nope") == 404);
