@@ -73,9 +73,70 @@ pid_t local_cluster::spawn(const std::vector<std::string>& argv,
     execv(args[0], args.data());
     _exit(127);
   }
-  if (pid > 0)
-    children_.push_back(pid);
   return pid;
+}
+
+bool local_cluster::add(std::string name, std::vector<std::string> argv,
+                        std::string log) {
+  child c;
+  c.pid = spawn(argv, log);
+  if (c.pid <= 0)
+    return false;
+  c.name = std::move(name);
+  c.argv = std::move(argv);
+  c.log = std::move(log);
+  c.started = std::chrono::steady_clock::now();
+  c.backoff = cfg_.restart_backoff;
+  std::lock_guard<std::mutex> lock{mu_};
+  children_.push_back(std::move(c));
+  return true;
+}
+
+std::vector<pid_t> local_cluster::pids() const {
+  std::lock_guard<std::mutex> lock{mu_};
+  std::vector<pid_t> out;
+  for (const auto& c : children_)
+    out.push_back(c.pid);
+  return out;
+}
+
+// One child: reaped when it has exited, started again when its back-off is
+// over. Called with mu_ held.
+void local_cluster::reap(child& c, std::chrono::steady_clock::time_point now) {
+  using namespace std::chrono;
+  if (c.pid > 0) {
+    int status = 0;
+    if (waitpid(c.pid, &status, WNOHANG) != c.pid)
+      return;
+    if (now - c.started > minutes{1})
+      c.backoff = cfg_.restart_backoff; // it had been well for a while
+    c.pid = -1;
+    c.restart_at = now + c.backoff;
+    if (cfg_.on_exit)
+      cfg_.on_exit(c.name, status, c.backoff);
+    c.backoff = std::min(c.backoff * 2, cfg_.max_restart_backoff);
+    return;
+  }
+  if (now < c.restart_at)
+    return;
+  c.pid = spawn(c.argv, c.log);
+  c.started = now;
+  if (c.pid <= 0)
+    c.restart_at = now + c.backoff; // fork failed: try again later
+}
+
+void local_cluster::monitor() {
+  // Bounded: one pass per 100 ms until stop(). The children started here
+  // get their PR_SET_PDEATHSIG from this thread, which lives until stop().
+  while (!stopping_.load()) {
+    {
+      std::lock_guard<std::mutex> lock{mu_};
+      auto now = std::chrono::steady_clock::now();
+      for (auto& c : children_)
+        reap(c, now);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds{100});
+  }
 }
 
 caf::error local_cluster::start() {
@@ -100,7 +161,7 @@ caf::error local_cluster::start() {
                                  std::to_string(engine_port),
                                  "--kv-events-config", kv.dump()};
     sim.insert(sim.end(), cfg_.sim_args.begin(), cfg_.sim_args.end());
-    if (spawn(sim, cfg_.log_dir + "/engine-" + n + ".log") <= 0)
+    if (!add("engine-" + n, sim, cfg_.log_dir + "/engine-" + n + ".log"))
       return make_error(errc::spawn_failed, "cannot start " + cfg_.sim_binary);
     std::vector<std::string> side{
       cfg_.outrider_binary, "--role", "sidecar", "--engine-endpoint",
@@ -110,18 +171,27 @@ caf::error local_cluster::start() {
       "--system-port", "0", "--relay-port", "0", "--data-dir",
       cfg_.data_dir + "/worker-" + n, "--discovery-dir", cfg_.discovery_dir,
       "--worker-id", "worker-" + n};
-    if (spawn(side, cfg_.log_dir + "/sidecar-" + n + ".log") <= 0)
+    if (!add("sidecar-" + n, side, cfg_.log_dir + "/sidecar-" + n + ".log"))
       return make_error(errc::spawn_failed, "cannot start a sidecar");
   }
+  monitor_ = std::thread([this] { monitor(); });
   return {};
 }
 
 void local_cluster::stop() {
+  stopping_ = true;
+  if (monitor_.joinable())
+    monitor_.join();
+  std::lock_guard<std::mutex> lock{mu_};
   // Sidecars first (they deregister), then engines: reverse start order.
   for (auto i = children_.rbegin(); i != children_.rend(); ++i)
-    kill(*i, SIGTERM);
+    if (i->pid > 0)
+      kill(i->pid, SIGTERM);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{5};
-  for (auto pid : children_) {
+  for (const auto& c : children_) {
+    auto pid = c.pid;
+    if (pid <= 0)
+      continue;
     while (waitpid(pid, nullptr, WNOHANG) == 0) {
       if (std::chrono::steady_clock::now() > deadline) {
         kill(pid, SIGKILL);

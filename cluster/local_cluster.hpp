@@ -1,7 +1,12 @@
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <sys/types.h>
+#include <thread>
 #include <vector>
 
 #include "runtime/errors.hpp"
@@ -16,11 +21,23 @@ struct local_cluster_config {
   std::string data_dir;              // one sub-directory per worker
   std::string log_dir;               // engine and sidecar logs
   std::vector<std::string> sim_args; // e.g. --speedup 10
+  /// A child that exits is started again after a back-off (doubling from
+  /// `restart_backoff`, at most `max_restart_backoff`; back to the start
+  /// once a child has lived a minute).
+  std::chrono::milliseconds restart_backoff{500};
+  std::chrono::milliseconds max_restart_backoff{10000};
+  /// Told of each exit: the child's name (engine-0, sidecar-1), its wait
+  /// status and the delay before it starts again. Called from the monitor
+  /// thread.
+  std::function<void(const std::string&, int, std::chrono::milliseconds)>
+    on_exit;
 };
 
 /// `--role all` on one host: starts simulated engines and a sidecar for
 /// each as child processes on free loopback ports, all registering in one
-/// discovery directory; stops them (SIGTERM, then SIGKILL) at the end.
+/// discovery directory; a child that dies is started again on the same
+/// ports and directories (the sidecar recovers its index from its store and
+/// the engine's replay); stops them (SIGTERM, then SIGKILL) at the end.
 class local_cluster {
  public:
   explicit local_cluster(local_cluster_config cfg);
@@ -33,11 +50,30 @@ class local_cluster {
   caf::error start();
   void stop();
 
+  /// The children's process ids, in start order (engine, its sidecar, ...).
+  std::vector<pid_t> pids() const;
+
  private:
+  struct child {
+    std::string name;
+    std::vector<std::string> argv;
+    std::string log;
+    pid_t pid = -1;
+    std::chrono::steady_clock::time_point started;
+    std::chrono::steady_clock::time_point restart_at;
+    std::chrono::milliseconds backoff{0};
+  };
+
   pid_t spawn(const std::vector<std::string>& argv, const std::string& log);
+  bool add(std::string name, std::vector<std::string> argv, std::string log);
+  void monitor();
+  void reap(child& c, std::chrono::steady_clock::time_point now);
 
   local_cluster_config cfg_;
-  std::vector<pid_t> children_;
+  mutable std::mutex mu_;
+  std::vector<child> children_;
+  std::atomic<bool> stopping_{false};
+  std::thread monitor_;
 };
 
 /// The path of the running program.

@@ -22,6 +22,24 @@ double since(clock_type::time_point t) {
 
 class runner;
 
+// The numbers of the event's `"token_ids":[...]`, appended to `out`.
+void append_token_ids(const std::string& l, std::vector<uint32_t>& out) {
+  auto at = l.find("\"token_ids\":[");
+  if (at == std::string::npos)
+    return;
+  const char* p = l.c_str() + at + 13;
+  while (*p && *p != ']') {
+    char* end = nullptr;
+    auto v = std::strtoul(p, &end, 10);
+    if (end == p)
+      break;
+    out.push_back(static_cast<uint32_t>(v));
+    p = end;
+    if (*p == ',')
+      ++p;
+  }
+}
+
 // One streamed request on its own connection (Connection: close): counts
 // `data:` lines as they arrive. Each event is written whole by the server,
 // so chunk-size lines of the chunked encoding sit between events, never
@@ -81,8 +99,9 @@ class runner {
   void launch_next() {
     if (next_ >= cfg.streams || connecting_ >= max_connecting)
       return;
-    if (cfg.launch_for.count() > 0 &&
-        clock_type::now() - started_ >= cfg.launch_for) {
+    if ((cfg.stop && cfg.stop->load()) ||
+        (cfg.launch_for.count() > 0 &&
+         clock_type::now() - started_ >= cfg.launch_for)) {
       next_ = cfg.streams; // no more
       return;
     }
@@ -195,10 +214,15 @@ void sse_conn::line(const std::string& l) {
     r.done = true;
     return;
   }
-  if (l.find("\"error\"") != std::string::npos)
+  if (l.find("\"error\"") != std::string::npos) {
+    if (!r.error)
+      r.error_event = l.substr(0, 300);
     r.error = true;
+  }
   if (auto at = l.find("\"completion_tokens\":"); at != std::string::npos)
     r.tokens = std::strtoul(l.c_str() + at + 20, nullptr, 10);
+  if (run_.cfg.record_token_ids)
+    append_token_ids(l, r.token_ids);
   auto now = clock_type::now();
   if (r.events == 0)
     r.ttft_s = std::chrono::duration<double>(now - sent_).count();

@@ -5,6 +5,7 @@
 // thread-per-stream bottleneck of its own. Used by the e2e tests and by
 // bench/router_bench.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -14,17 +15,19 @@
 namespace outrider::test {
 
 struct sse_stream_result {
-  int status = 0;             // the HTTP status (0: no answer)
-  size_t events = 0;          // `data:` events before [DONE]
-  size_t tokens = 0;          // completion_tokens of the final usage
-  bool done = false;          // `data: [DONE]` arrived
-  bool error = false;         // an error event, or a broken connection
-  double started_s = 0;       // when it was launched, since the run began
-  double ttft_s = -1;         // first event after the request was sent
-  double total_s = 0;         // until the connection closed
-  std::vector<double> gaps_s; // between events (when asked for)
-  std::string last_line;      // the last line read (errors show there)
-  std::string broken;         // why the connection failed, if it did
+  int status = 0;                  // the HTTP status (0: no answer)
+  size_t events = 0;               // `data:` events before [DONE]
+  size_t tokens = 0;               // completion_tokens of the final usage
+  bool done = false;               // `data: [DONE]` arrived
+  bool error = false;              // an error event, or a broken connection
+  double started_s = 0;            // when it was launched, since the run began
+  double ttft_s = -1;              // first event after the request was sent
+  double total_s = 0;              // until the connection closed
+  std::vector<double> gaps_s;      // between events (when asked for)
+  std::vector<uint32_t> token_ids; // every event's, in order (when asked)
+  std::string last_line;           // the last line read
+  std::string error_event;         // the first error event, if any
+  std::string broken;              // why the connection failed, if it did
 };
 
 struct sse_load_config {
@@ -37,6 +40,10 @@ struct sse_load_config {
   /// Everything still open then is closed and counted as an error.
   std::chrono::milliseconds deadline = std::chrono::seconds{60};
   bool record_gaps = false;
+  /// Keeps the `token_ids` of every event (a check of the token sequence).
+  bool record_token_ids = false;
+  /// When set and true, no more streams start; those open finish.
+  const std::atomic<bool>* stop = nullptr;
   /// No stream starts after this long (0: no limit); those open finish.
   /// With `streams` as an upper bound and `concurrency` set, a steady load.
   std::chrono::milliseconds launch_for{0};

@@ -32,7 +32,9 @@ attempt_result outcome(const grpc::Status& st, bool cancelled) {
   auto code = st.error_code();
   if (code == grpc::StatusCode::DEADLINE_EXCEEDED)
     return {attempt_end::timed_out, st.error_message()};
-  return {code == grpc::StatusCode::UNAVAILABLE ? attempt_end::unavailable
+  // A worker that died mid-stream is a reason to migrate, not an error
+  // for the client.
+  return {engine::transport_broke(st) ? attempt_end::unavailable
           : code == grpc::StatusCode::INVALID_ARGUMENT ? attempt_end::invalid
                                                        : attempt_end::failed,
           st.error_message()};

@@ -21,9 +21,10 @@ const std::string shutdown_message = "the router is shutting down";
 
 } // namespace
 
-// One placement: retried while the router actor restarts (up to 3 s) and,
-// when `queue`, while every worker is busy (up to 5 min, not once shutdown
-// began).
+// One placement: retried while the router actor restarts or no worker is
+// known (up to 3 s: a router that just started, a worker set between a
+// sidecar's restart and its registration) and, when `queue`, while every
+// worker is busy (up to 5 min, not once shutdown began).
 struct dispatcher::place_job {
   std::shared_ptr<const route_request> req;
   bool queue = false;
@@ -113,10 +114,12 @@ void dispatcher::placed(caf::event_based_actor* self,
   if (d.ok)
     placed_generation_ = generation;
   // While the supervisor restarts the router actor (it does not answer, or
-  // it does not know the workers yet), wait a little rather than fail.
+  // it does not know the workers yet), or while no worker is known at all,
+  // wait a little rather than fail.
   auto settled = placed_generation_.load();
   bool restarting =
-    down || (!d.ok && !d.busy && settled != 0 && settled != generation);
+    down || (!d.ok && !d.busy &&
+             (d.no_worker || (settled != 0 && settled != generation)));
   auto now = clock_type::now();
   if (restarting && now < job->restart_deadline && !cut_.load()) {
     self->delayed_send(self, std::chrono::milliseconds{20}, retry_atom::value);

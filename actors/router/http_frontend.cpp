@@ -114,24 +114,46 @@ void http_frontend::generate(std::shared_ptr<runtime::http_exchange> ex,
     });
 }
 
-// Server-sent events: headers now, one event per chunk, then [DONE]. While
-// a write is in flight, events queue and go out together.
+// Server-sent events. The headers wait for the first tokens: a request that
+// fails before any (no worker, refused by the engine, timed out) gets its
+// HTTP status, as OpenAI's API answers, instead of a 200 and an error
+// event. Then one event per chunk and [DONE]; while a write is in flight,
+// events queue and go out together. The token callbacks and the last one
+// come one at a time, in order, so `begun` needs no lock.
 void http_frontend::stream(std::shared_ptr<runtime::http_exchange> ex,
                            completion_request c) {
-  ex->begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
   auto id = std::make_shared<const std::string>(completion_id());
   auto created = now_seconds();
   auto* raw = ex.get();
   auto params = c.params;
   auto events =
     std::make_shared<const token_event_writer>(*id, created, c.model);
+  auto begun = std::make_shared<bool>(false);
+  auto begin = [raw, begun] {
+    if (!*begun)
+      raw->begin_stream(200, "text/event-stream",
+                        {{"Cache-Control", "no-cache"}});
+    *begun = true;
+  };
   dispatcher_.generate(
     std::move(params),
-    [this, raw, events](const auto& toks) {
-      return wanted(*raw) && raw->send((*events)(toks));
+    [this, raw, events, begin](const auto& toks) {
+      if (!wanted(*raw))
+        return false;
+      begin();
+      return raw->send((*events)(toks));
     },
-    [this, ex, id, created, model = c.model](generate_outcome o) {
-      if (!ex->gone()) {
+    [this, ex, id, created, begun, begin, model = c.model](generate_outcome o) {
+      if (ex->gone()) {
+        // nobody to answer (the engine request was cancelled)
+      } else if (!*begun && (cut_.load() || !o.ok)) {
+        ex->respond(
+          cut_.load()
+            ? api_error(503, shutting_down, "shutting_down", "server_error")
+            : api_error(o.http_status, o.error, "generation_failed",
+                        "server_error"));
+      } else {
+        begin();
         if (cut_.load())
           ex->send(error_event(shutting_down));
         else if (o.ok)

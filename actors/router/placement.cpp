@@ -139,6 +139,7 @@ route_decision placement::place(const route_request& req) {
   route_decision d;
   auto cands = candidates(req);
   if (cands.empty()) {
+    d.no_worker = true;
     d.error = req.role.empty() ? "no worker is available"
                                : "no " + req.role + " worker is available";
     return d;

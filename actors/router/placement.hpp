@@ -32,6 +32,8 @@ struct route_decision {
   bool ok = false;
   /// Every candidate is above the queue threshold: ask again later.
   bool busy = false;
+  /// No worker (of the role) is known at all.
+  bool no_worker = false;
   std::string error;
   uint64_t key = 0;  // for `release`
   uint32_t slot = 0; // the chosen (worker, rank)

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <mutex>
 #include <set>
+#include <sys/wait.h>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -17,6 +18,7 @@
 #include "actors/router/worker_watcher.hpp"
 #include "cluster/discovery.hpp"
 #include "cluster/local_cluster.hpp"
+#include "runtime/metrics.hpp"
 
 namespace outrider::router {
 
@@ -225,6 +227,19 @@ std::vector<runtime::child_spec> all_children(runtime::role_context& ctx) {
                  "16",
                  "--num-gpu-blocks-override",
                  std::to_string(o.get(opt::sim_kv_blocks))};
+  auto& restarts = runtime::global_metrics().get_counter(
+    "outrider_local_child_restarts_total",
+    "--role all: engines and sidecars that exited and were started again");
+  lc.on_exit = [&restarts](const std::string& name, int status,
+                           std::chrono::milliseconds delay) {
+    restarts.inc();
+    if (WIFSIGNALED(status))
+      spdlog::warn("all: {} killed by signal {}; starting it again in {} ms",
+                   name, WTERMSIG(status), delay.count());
+    else
+      spdlog::warn("all: {} exited with status {}; starting it again in {} ms",
+                   name, WEXITSTATUS(status), delay.count());
+  };
   auto local = std::make_shared<cluster::local_cluster>(lc);
   if (auto err = local->start()) {
     ctx.control->request_exit(1, describe(err));

@@ -109,4 +109,18 @@ void start_generate(
   new vllm_call(ch, req, ctx, sink);
 }
 
+bool transport_broke(const grpc::Status& st) {
+  auto code = st.error_code();
+  if (code == grpc::StatusCode::UNAVAILABLE)
+    return true;
+  if (code != grpc::StatusCode::UNKNOWN && code != grpc::StatusCode::INTERNAL)
+    return false;
+  const auto& m = st.error_message();
+  for (const char* sign : {"Connection reset by peer", "Broken pipe",
+                           "Socket closed", "Stream removed", "GOAWAY"})
+    if (m.find(sign) != std::string::npos)
+      return true;
+  return false;
+}
+
 } // namespace outrider::engine

@@ -36,4 +36,10 @@ void start_generate(
   const std::vector<std::pair<std::string, std::string>>& metadata,
   grpc::ClientContext& ctx, generate_sink& sink);
 
+/// The stream ended because its connection broke (the engine or its sidecar
+/// died), not because the request was refused: UNAVAILABLE, or UNKNOWN /
+/// INTERNAL carrying the OS error, which gRPC 1.51 sometimes reports
+/// instead (grpc/grpc#36043 shows UNKNOWN with grpc_status 14 inside).
+bool transport_broke(const grpc::Status& st);
+
 } // namespace outrider::engine

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <netinet/in.h>
@@ -179,6 +180,30 @@ void raise_fd_limit() {
   getrlimit(RLIMIT_NOFILE, &lim);
   lim.rlim_cur = lim.rlim_max;
   setrlimit(RLIMIT_NOFILE, &lim);
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>{in}, {}};
+}
+
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  auto task = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code ec;
+  for (const auto& t : std::filesystem::directory_iterator(task, ec)) {
+    std::istringstream in{read_all(t.path().string() + "/children")};
+    for (pid_t c; in >> c;)
+      out.push_back(c);
+  }
+  return out;
+}
+
+bool dead(pid_t pid) {
+  auto stat = read_all("/proc/" + std::to_string(pid) + "/stat");
+  auto close = stat.rfind(')');
+  return stat.empty() || close == std::string::npos ||
+         stat.compare(close + 2, 1, "Z") == 0;
 }
 
 } // namespace outrider::test

@@ -40,6 +40,13 @@ uint16_t free_port();
 /// A field of /proc/PID/status as a number (Threads; VmRSS in kB), or -1.
 long proc_status(pid_t pid, const std::string& field);
 
+/// The whole of a (small) file, e.g. under /proc; empty when unreadable.
+std::string read_all(const std::string& path);
+/// The children of `pid` (from every thread's /proc/PID/task/TID/children).
+std::vector<pid_t> children_of(pid_t pid);
+/// Gone, or a zombie nobody reaped yet.
+bool dead(pid_t pid);
+
 /// Lifts this process's open-file limit to its hard limit (tests that hold
 /// thousands of sockets).
 void raise_fd_limit();

@@ -19,31 +19,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>{in}, {}};
-}
-
-std::vector<pid_t> children_of(pid_t pid) {
-  std::vector<pid_t> out;
-  auto task = "/proc/" + std::to_string(pid) + "/task";
-  std::error_code ec;
-  for (const auto& t : std::filesystem::directory_iterator(task, ec)) {
-    std::istringstream in{read_all(t.path().string() + "/children")};
-    for (pid_t c; in >> c;)
-      out.push_back(c);
-  }
-  return out;
-}
-
-// Gone, or a zombie nobody reaped yet.
-bool dead(pid_t pid) {
-  auto stat = read_all("/proc/" + std::to_string(pid) + "/stat");
-  auto close = stat.rfind(')');
-  return stat.empty() || close == std::string::npos ||
-         stat.compare(close + 2, 1, "Z") == 0;
-}
-
 // The addresses (hex, as /proc/net/tcp writes them) `pid` listens on.
 std::vector<std::string> listening(pid_t pid) {
   std::set<std::string> inodes;

@@ -88,6 +88,7 @@ struct cluster {
   uint16_t grpc_port = free_port();
   uint16_t router_status = free_port();
   std::unique_ptr<child_process> router;
+  std::vector<std::string> router_flags; // as the cluster was made with
 
   explicit cluster(int workers, sim_process::options so = {},
                    std::vector<std::string> router_flags = {},
@@ -107,6 +108,7 @@ struct cluster {
     }
     for (auto& s : sides)
       REQUIRE(eventually([&] { return s->get("/ready") == 200; }, 10s));
+    this->router_flags = router_flags;
     start_router(std::move(router_flags));
   }
 
