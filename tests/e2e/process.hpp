@@ -37,6 +37,15 @@ class child_process {
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 uint16_t free_port();
 
+/// ASan's shadow memory and quarantine raise a process's RSS; the memory
+/// bounds of the tests allow for that in the sanitizer build (which builds
+/// the tests and the binaries alike), and only there.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr double rss_allowance = 2.0;
+#else
+inline constexpr double rss_allowance = 1.0;
+#endif
+
 /// A field of /proc/PID/status as a number (Threads; VmRSS in kB), or -1.
 long proc_status(pid_t pid, const std::string& field);
 
