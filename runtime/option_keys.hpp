@@ -45,6 +45,9 @@ struct option_key {
   X(relay_host, "relay-host", string)                                          \
   X(relay_port, "relay-port", integer)                                         \
   X(relay_max_streams, "relay-max-streams", integer)                           \
+  X(tls_cert, "tls-cert", string)                                              \
+  X(tls_key, "tls-key", string)                                                \
+  X(tls_ca, "tls-ca", string)                                                  \
   X(engine_startup_deadline, "engine-startup-deadline", duration)              \
   X(http_host, "http-host", string)                                            \
   X(http_port, "http-port", integer)                                           \

@@ -118,6 +118,17 @@ std::vector<option_spec> make_specs() {
          "the sidecar's OpenEngine relay for routers: port (0: any, and "
          "that one is advertised)",
          "--relay-port 9101", {}, 0, 65535),
+    make("tls-cert", ot::string, "",
+         "TLS for the relay, the routers' calls to it and the router's gRPC "
+         "frontend: this process's certificate chain (PEM; with --tls-key)",
+         "--tls-cert /etc/outrider/tls/tls.crt"),
+    make("tls-key", ot::string, "", "TLS: the private key of --tls-cert (PEM)",
+         "--tls-key /etc/outrider/tls/tls.key"),
+    make("tls-ca", ot::string, "",
+         "TLS: the CA that signs peers' certificates (PEM); with it, servers "
+         "require client certificates (mutual TLS) and clients verify "
+         "servers against it (default: the system's roots)",
+         "--tls-ca /etc/outrider/tls/ca.crt"),
     make("relay-max-streams", ot::integer, "10000",
          "sidecar: Generate streams the relay carries at once; beyond: "
          "RESOURCE_EXHAUSTED",

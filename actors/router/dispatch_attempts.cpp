@@ -167,7 +167,7 @@ class dispatcher::attempts::call final : public engine::generate_sink {
     auto dialect = disp_.direct_ ? engine::dialect_of(d_.protocol)
                                  : engine::dialect::openengine;
     engine::start_generate(
-      disp_.channel_for(endpoint), dialect, req_,
+      disp_.channel_for(endpoint, !disp_.direct_), dialect, req_,
       {{"openengine-target-dp-rank", std::to_string(d_.rank)}}, ctx_, *this);
   }
 

@@ -143,11 +143,13 @@ void dispatcher::placed(caf::event_based_actor* self,
 }
 
 std::shared_ptr<grpc::Channel>
-dispatcher::channel_for(const std::string& endpoint) {
+dispatcher::channel_for(const std::string& endpoint, bool relay) {
   std::lock_guard<std::mutex> guard{mtx_};
   auto& ch = channels_[endpoint];
   if (!ch)
-    ch = grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
+    ch = grpc::CreateChannel(endpoint, relay && relay_creds_
+                                         ? relay_creds_
+                                         : grpc::InsecureChannelCredentials());
   return ch;
 }
 

@@ -21,6 +21,7 @@
 
 namespace grpc {
 class Channel;
+class ChannelCredentials;
 class ClientContext;
 } // namespace grpc
 
@@ -64,6 +65,11 @@ class dispatcher {
   void set_request_timeout(std::chrono::milliseconds t) {
     request_timeout_ = t;
   }
+  /// How calls to the sidecars' relays are secured (--tls-*); engines are
+  /// spoken to in plaintext. Set before the first request.
+  void set_relay_credentials(std::shared_ptr<grpc::ChannelCredentials> c) {
+    relay_creds_ = std::move(c);
+  }
 
   /// From now on a broken stream is not migrated and nothing waits in the
   /// queue for a free worker (the router is shutting down).
@@ -99,7 +105,10 @@ class dispatcher {
   };
 
   std::shared_ptr<attempt_seams> make_attempts(const generate_params& p);
-  std::shared_ptr<grpc::Channel> channel_for(const std::string& endpoint);
+  /// One channel per endpoint; `relay`: a sidecar's relay (with the relay
+  /// credentials), else an engine.
+  std::shared_ptr<grpc::Channel> channel_for(const std::string& endpoint,
+                                             bool relay);
   /// Asks the router actor for a rank; with `queue`, waits (bounded) while
   /// every worker is busy.
   void place(std::shared_ptr<const route_request> req, bool queue,
@@ -127,6 +136,7 @@ class dispatcher {
   std::optional<disagg_config> disagg_;
   std::optional<double> queue_threshold_;
   bool direct_ = false; // --dispatch direct: straight to the engines
+  std::shared_ptr<grpc::ChannelCredentials> relay_creds_;
   std::chrono::milliseconds request_timeout_{std::chrono::minutes{30}};
   stats stats_ = stats::make();
   std::atomic<uint64_t> next_id_{0};

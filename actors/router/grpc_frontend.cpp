@@ -240,11 +240,13 @@ grpc_frontend::~grpc_frontend() {
   stop();
 }
 
-std::string grpc_frontend::start(const std::string& host, uint16_t port) {
+std::string
+grpc_frontend::start(const std::string& host, uint16_t port,
+                     std::shared_ptr<grpc::ServerCredentials> creds) {
   grpc::ServerBuilder builder;
   int bound = 0;
   auto address = host + ":" + std::to_string(port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound);
+  builder.AddListeningPort(address, std::move(creds), &bound);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (!server_ || bound == 0)

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <grpcpp/security/server_credentials.h>
+
 #include "actors/router/dispatcher.hpp"
 
 namespace grpc {
@@ -27,7 +29,9 @@ class grpc_frontend {
                 size_t max_streams = 10000);
   ~grpc_frontend();
   /// Error text, or empty once listening on `host:port`.
-  std::string start(const std::string& host, uint16_t port);
+  std::string start(const std::string& host, uint16_t port,
+                    std::shared_ptr<grpc::ServerCredentials> creds =
+                      grpc::InsecureServerCredentials());
   void stop();
 
   struct state; // what every call shares

@@ -96,7 +96,7 @@ void dispatcher::maybe_remote_prefill(const std::vector<uint32_t>& tokens,
                                                 preq->tokens.end());
     req.mutable_stopping()->set_max_tokens(1);
     engine::start_generate(
-      channel_for(p.endpoint), engine::dialect::openengine, req,
+      channel_for(p.endpoint, true), engine::dialect::openengine, req,
       {{"openengine-target-dp-rank", std::to_string(p.rank)}}, call->ctx,
       *call);
   });

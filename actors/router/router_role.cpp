@@ -18,6 +18,7 @@
 #include "actors/router/worker_watcher.hpp"
 #include "cluster/discovery.hpp"
 #include "cluster/local_cluster.hpp"
+#include "cluster/tls.hpp"
 #include "runtime/metrics.hpp"
 
 namespace outrider::router {
@@ -43,6 +44,7 @@ struct router_parts {
   std::unique_ptr<dispatcher> dispatch;
   std::unique_ptr<http_frontend> frontend;
   std::unique_ptr<grpc_frontend> grpc;
+  std::optional<cluster::tls_material> tls; // --tls-*
   runtime::slot_ptr<kv_router_actor> brain =
     std::make_shared<runtime::actor_slot<kv_router_actor>>();
   router_config config;
@@ -138,12 +140,14 @@ bool start_frontends(runtime::role_context& ctx, router_parts& parts,
     return true;
   parts.grpc = std::make_unique<grpc_frontend>(
     *parts.dispatch, models, static_cast<size_t>(o.get(opt::grpc_max_streams)));
-  if (auto gerr = parts.grpc->start(host, static_cast<uint16_t>(port));
+  if (auto gerr = parts.grpc->start(host, static_cast<uint16_t>(port),
+                                    cluster::server_credentials(parts.tls));
       !gerr.empty()) {
     ctx.control->request_exit(1, "gRPC frontend: " + gerr);
     return false;
   }
-  spdlog::info("router: OpenEngine Inference on {}:{}", host, port);
+  spdlog::info("router: OpenEngine Inference on {}:{}{}", host, port,
+               parts.tls ? " (TLS)" : "");
   return true;
 }
 
@@ -159,10 +163,21 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
   if (auto err = parts->disc->open())
     ctx.control->request_exit(1, describe(err));
   parts->config = router_config_from(o);
-  parts->watcher = std::make_unique<worker_watcher>(parts->disc, parts->brain);
+  // Bad TLS settings: exit 2, and nothing listens meanwhile (never in
+  // plaintext when TLS was asked for).
+  auto tls = cluster::tls_from(
+    {o.get(opt::tls_cert), o.get(opt::tls_key), o.get(opt::tls_ca)});
+  if (!tls)
+    ctx.control->request_exit(2, describe(tls.error()));
+  else
+    parts->tls = *tls;
+  auto relay_creds = cluster::channel_credentials(parts->tls);
+  parts->watcher =
+    std::make_unique<worker_watcher>(parts->disc, parts->brain, relay_creds);
   parts->dispatch = dispatcher_from(ctx, *parts);
+  parts->dispatch->set_relay_credentials(relay_creds);
   // Ready once every frontend listens.
-  if (start_frontends(ctx, *parts, models_of(parts))) {
+  if (tls && start_frontends(ctx, *parts, models_of(parts))) {
     ctx.health->set_component("frontend", "serving");
     ctx.health->set_ready(true);
   }

@@ -29,9 +29,9 @@ struct worker_watcher::subscription {
       thread.join();
   }
 
-  void run(std::string endpoint, runtime::slot_ptr<kv_router_actor> router) {
-    auto channel =
-      grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
+  void run(std::string endpoint, runtime::slot_ptr<kv_router_actor> router,
+           std::shared_ptr<grpc::ChannelCredentials> creds) {
+    auto channel = grpc::CreateChannel(endpoint, creds);
     auto stub = oe::Control::NewStub(channel);
     auto& bad = runtime::global_metrics().get_counter(
       "outrider_router_events_rejected_total",
@@ -77,8 +77,10 @@ struct worker_watcher::subscription {
 };
 
 worker_watcher::worker_watcher(std::shared_ptr<cluster::discovery> disc,
-                               runtime::slot_ptr<kv_router_actor> router)
-  : disc_(std::move(disc)), router_(std::move(router)) {
+                               runtime::slot_ptr<kv_router_actor> router,
+                               std::shared_ptr<grpc::ChannelCredentials> creds)
+  : disc_(std::move(disc)), router_(std::move(router)),
+    creds_(std::move(creds)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -140,8 +142,8 @@ void worker_watcher::run() {
       auto sub = std::make_unique<subscription>();
       sub->worker_id = id;
       auto* raw = sub.get();
-      sub->thread = std::thread(
-        [raw, ep = r.relay_endpoint, rt = router_] { raw->run(ep, rt); });
+      sub->thread = std::thread([raw, ep = r.relay_endpoint, rt = router_,
+                                 creds = creds_] { raw->run(ep, rt, creds); });
       subs_[id] = std::move(sub);
     }
     known_ = std::move(now);

@@ -7,6 +7,8 @@
 #include <string>
 #include <thread>
 
+#include <grpcpp/security/credentials.h>
+
 #include "actors/router/kv_router.hpp"
 #include "cluster/discovery.hpp"
 #include "runtime/actor_slot.hpp"
@@ -23,8 +25,11 @@ namespace outrider::router {
 /// index is rebuilt from the sidecars.
 class worker_watcher {
  public:
+  /// `creds` secure the calls to the sidecars' relays (--tls-*).
   worker_watcher(std::shared_ptr<cluster::discovery> disc,
-                 runtime::slot_ptr<kv_router_actor> router);
+                 runtime::slot_ptr<kv_router_actor> router,
+                 std::shared_ptr<grpc::ChannelCredentials> creds =
+                   grpc::InsecureChannelCredentials());
   ~worker_watcher(); // stops every thread
 
   worker_watcher(const worker_watcher&) = delete;
@@ -36,6 +41,7 @@ class worker_watcher {
 
   std::shared_ptr<cluster::discovery> disc_;
   runtime::slot_ptr<kv_router_actor> router_;
+  std::shared_ptr<grpc::ChannelCredentials> creds_;
   uint64_t generation_ = 0; // of the router actor we told
   std::atomic<bool> stopping_{false};
   std::map<std::string, cluster::worker_record> known_;

@@ -129,7 +129,10 @@ relay::~relay() {
 caf::error relay::start() {
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(impl_->cfg.listen, grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(impl_->cfg.listen,
+                           impl_->cfg.credentials
+                             ? impl_->cfg.credentials
+                             : grpc::InsecureServerCredentials(),
                            &port);
   builder.RegisterService(impl_->inference_service.get());
   builder.RegisterService(impl_->control_service.get());

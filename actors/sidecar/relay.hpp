@@ -4,6 +4,7 @@
 #include <string>
 
 #include <caf/fwd.hpp>
+#include <grpcpp/security/server_credentials.h>
 
 #include "actors/indexer/indexer_actor.hpp"
 #include "actors/sidecar/event_hub.hpp"
@@ -26,6 +27,8 @@ struct relay_config {
   runtime::slot_ptr<indexer::indexer_actor> indexer; // for snapshots
   size_t max_streams =
     10000; // Generate streams at once; then RESOURCE_EXHAUSTED
+  /// How routers' calls are secured (--tls-*; null: plaintext).
+  std::shared_ptr<grpc::ServerCredentials> credentials;
 };
 
 /// The sidecar's OpenEngine server for routers: `Inference.Generate`

@@ -11,6 +11,7 @@
 #include "actors/sidecar/lifecycle.hpp"
 #include "actors/sidecar/relay.hpp"
 #include "cluster/discovery.hpp"
+#include "cluster/tls.hpp"
 
 namespace outrider::sidecar {
 
@@ -88,6 +89,14 @@ void start_relay(runtime::role_context& ctx, lifecycle_config& cfg,
   rcfg.sys = &ctx.sys;
   rcfg.indexer = slots.indexer;
   rcfg.max_streams = static_cast<size_t>(ctx.opts.get(opt::relay_max_streams));
+  auto tls =
+    cluster::tls_from({ctx.opts.get(opt::tls_cert), ctx.opts.get(opt::tls_key),
+                       ctx.opts.get(opt::tls_ca)});
+  if (!tls) {
+    ctx.control->request_exit(2, describe(tls.error()));
+    return;
+  }
+  rcfg.credentials = cluster::server_credentials(*tls);
   auto server = std::make_shared<relay>(rcfg);
   if (auto err = server->start())
     ctx.control->request_exit(1, describe(err));

@@ -1,0 +1,48 @@
+#pragma once
+
+// Transport security for outrider's own gRPC edges: the sidecar's relay
+// (server) and the routers that call it (clients), and the router's
+// OpenEngine frontend. Certificates come from PEM files (--tls-cert,
+// --tls-key, --tls-ca); with a CA, servers require and verify client
+// certificates (mutual TLS) and clients verify servers against it. Engines
+// are spoken to in plaintext (they listen in the same pod).
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <caf/expected.hpp>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+
+#include "runtime/errors.hpp"
+
+namespace outrider::cluster {
+
+struct tls_files {
+  std::string cert; // this process's certificate chain (PEM)
+  std::string key;  // its private key (PEM)
+  std::string ca;   // the CA that signs peers' certificates (PEM)
+  bool enabled() const { return !cert.empty() || !key.empty() || !ca.empty(); }
+};
+
+/// The files' contents, read once at start.
+struct tls_material {
+  std::string cert, key, ca;
+};
+
+/// Reads and checks the files: cert and key together, each readable,
+/// non-empty and PEM; an error names the option and the file. Never logs
+/// the contents.
+caf::expected<tls_material> load_tls(const tls_files& files);
+
+/// nullopt when no TLS option is set; else `load_tls`.
+caf::expected<std::optional<tls_material>> tls_from(const tls_files& files);
+
+/// TLS (mutual with a CA) when `m` is set, plaintext otherwise.
+std::shared_ptr<grpc::ServerCredentials>
+server_credentials(const std::optional<tls_material>& m);
+std::shared_ptr<grpc::ChannelCredentials>
+channel_credentials(const std::optional<tls_material>& m);
+
+} // namespace outrider::cluster

@@ -1,0 +1,162 @@
+// TLS and mutual TLS on outrider's gRPC edges: the sidecar's relay, the
+// router's calls to it (Generate and SubscribeKvEvents) and the router's
+// OpenEngine frontend. The certificates are made here by openssl, never
+// committed: a CA, a certificate it signs for 127.0.0.1 (server and client
+// use), and a stranger signed by another CA.
+
+#include <fstream>
+
+#include <grpcpp/grpcpp.h>
+
+#include "openengine.grpc.pb.h"
+#include "tests/e2e/router_cluster.hpp"
+
+using namespace outrider::test;
+namespace oe = openengine::v1;
+
+namespace {
+
+void openssl(std::vector<std::string> args) {
+  args.insert(args.begin(), "/usr/bin/openssl");
+  child_process p{args};
+  auto code = p.wait(60s);
+  INFO(p.output());
+  REQUIRE(code == 0);
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in{p};
+  return {std::istreambuf_iterator<char>{in}, {}};
+}
+
+// A CA and a leaf it signs (EC P-256: fast to make).
+struct pki {
+  temp_dir dir;
+  std::string path(const std::string& name) const {
+    return (dir.path / name).string();
+  }
+  void make_ca(const std::string& name) {
+    openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt",
+             "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+             "/CN=" + name, "-keyout", path(name + ".key"), "-out",
+             path(name + ".crt")});
+  }
+  void make_leaf(const std::string& name, const std::string& ca) {
+    std::ofstream(path("ext.cnf"))
+      << "subjectAltName=IP:127.0.0.1\n"
+         "extendedKeyUsage=serverAuth,clientAuth\n";
+    openssl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+             "-nodes", "-subj", "/CN=" + name, "-keyout", path(name + ".key"),
+             "-out", path(name + ".csr")});
+    openssl({"x509", "-req", "-in", path(name + ".csr"), "-CA",
+             path(ca + ".crt"), "-CAkey", path(ca + ".key"), "-CAcreateserial",
+             "-days", "1", "-extfile", path("ext.cnf"), "-out",
+             path(name + ".crt")});
+  }
+  pki() {
+    make_ca("ca");
+    make_leaf("tls", "ca");
+    make_ca("other-ca");
+    make_leaf("stranger", "other-ca");
+  }
+  std::vector<std::string> flags() const {
+    return {"--tls-cert",    path("tls.crt"), "--tls-key",
+            path("tls.key"), "--tls-ca",      path("ca.crt")};
+  }
+  std::shared_ptr<grpc::ChannelCredentials> client(const std::string& leaf) {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = slurp(path("ca.crt"));
+    o.pem_private_key = slurp(path(leaf + ".key"));
+    o.pem_cert_chain = slurp(path(leaf + ".crt"));
+    return grpc::SslCredentials(o);
+  }
+};
+
+// One OpenEngine Generate on `endpoint` with `creds`; its status.
+grpc::Status generate(const std::string& endpoint,
+                      const std::shared_ptr<grpc::ChannelCredentials>& creds,
+                      size_t* tokens = nullptr) {
+  auto stub = oe::Inference::NewStub(grpc::CreateChannel(endpoint, creds));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  oe::GenerateRequest req;
+  for (uint32_t i = 1; i <= 8; ++i)
+    req.mutable_token_ids()->add_ids(i);
+  req.mutable_stopping()->set_max_tokens(3);
+  auto reader = stub->Generate(&ctx, req);
+  oe::GenerateResponse resp;
+  size_t n = 0;
+  while (reader->Read(&resp))
+    if (resp.has_token())
+      n += static_cast<size_t>(resp.token().tokens_size());
+  if (tokens)
+    *tokens = n;
+  return reader->Finish();
+}
+
+} // namespace
+
+TEST_CASE("mutual TLS between the router and its sidecars, and on the "
+          "router's gRPC frontend") {
+  pki certs;
+  cluster c{1, {}, certs.flags(), certs.flags()};
+  // Through the router: Generate on the TLS relay, the KV stream too (the
+  // router learns the prefix and counts the hit on the second request).
+  auto prompt = tokens(1, 32);
+  CHECK(c.complete(prompt, 4)["choices"].size() == 1);
+  CHECK(eventually(
+    [&] {
+      c.complete(prompt, 2);
+      return c.router_metric("outrider_router_cached_blocks_total") > 0;
+    },
+    15s));
+  const auto relay = c.sides[0]->relay_endpoint();
+  // The relay refuses plaintext and certificates from another CA.
+  CHECK_FALSE(generate(relay, grpc::InsecureChannelCredentials()).ok());
+  CHECK_FALSE(generate(relay, certs.client("stranger")).ok());
+  size_t n = 0;
+  CHECK(generate(relay, certs.client("tls"), &n).ok());
+  CHECK(n == 3);
+  // The router's OpenEngine frontend: the same rules.
+  auto front = "127.0.0.1:" + std::to_string(c.grpc_port);
+  CHECK_FALSE(generate(front, grpc::InsecureChannelCredentials()).ok());
+  CHECK_FALSE(generate(front, certs.client("stranger")).ok());
+  n = 0;
+  CHECK(generate(front, certs.client("tls"), &n).ok());
+  CHECK(n == 3);
+}
+
+TEST_CASE("a router without TLS cannot use a TLS sidecar") {
+  pki certs;
+  cluster c{1, {}, {"--migration-limit", "0"}, certs.flags()};
+  auto [code, body] =
+    http(c.http_port, "POST", "/v1/completions",
+         nlohmann::json{{"prompt", tokens(1, 8)}, {"max_tokens", 2}}.dump());
+  CHECK(code >= 500);
+}
+
+TEST_CASE("bad TLS settings stop the process with one clear line") {
+  pki certs;
+  auto run = [](std::vector<std::string> args) {
+    args.insert(args.begin(), {OUTRIDER_BIN, "--role", "router", "--http-port",
+                               "0", "--grpc-port", "0", "--system-port", "0"});
+    child_process p{args};
+    auto code = p.wait(20s);
+    REQUIRE(code);
+    return std::make_pair(*code, p.output());
+  };
+  auto [c1, out1] = run({"--tls-cert", certs.path("tls.crt")});
+  CHECK(c1 == 2);
+  CHECK(out1.find("--tls-cert and --tls-key go together") != std::string::npos);
+  auto [c2, out2] = run(
+    {"--tls-cert", certs.path("tls.crt"), "--tls-key", certs.path("ext.cnf")});
+  CHECK(c2 == 2);
+  CHECK(out2.find("is not PEM") != std::string::npos);
+  auto [c3, out3] =
+    run({"--tls-cert", certs.path("tls.crt"), "--tls-key",
+         certs.path("tls.key"), "--tls-ca", certs.path("missing.crt")});
+  CHECK(c3 == 2);
+  CHECK(out3.find("--tls-ca: cannot read") != std::string::npos);
+  // The key's contents never reach the log.
+  CHECK(out2.find("BEGIN") == std::string::npos);
+}
