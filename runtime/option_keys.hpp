@@ -40,6 +40,12 @@ struct option_key {
   X(data_dir, "data-dir", string)                                              \
   X(discovery, "discovery", string)                                            \
   X(discovery_dir, "discovery-dir", string)                                    \
+  X(nats_url, "nats-url", string)                                              \
+  X(nats_bucket, "nats-bucket", string)                                        \
+  X(nats_creds, "nats-creds", string)                                          \
+  X(nats_token, "nats-token", string)                                          \
+  X(nats_user, "nats-user", string)                                            \
+  X(nats_password, "nats-password", string)                                    \
   X(discovery_ttl, "discovery-ttl", duration)                                  \
   X(worker_id, "worker-id", string)                                            \
   X(relay_host, "relay-host", string)                                          \

@@ -17,7 +17,9 @@
 #include "actors/router/kv_router.hpp"
 #include "actors/router/worker_watcher.hpp"
 #include "cluster/discovery.hpp"
+#include "cluster/discovery_from.hpp"
 #include "cluster/local_cluster.hpp"
+#include "cluster/nats_discovery.hpp"
 #include "cluster/tls.hpp"
 #include "runtime/metrics.hpp"
 
@@ -155,13 +157,20 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
                                            const std::string& discovery_dir) {
   const auto& o = ctx.opts;
   auto parts = std::make_shared<router_parts>();
-  if (o.get(opt::discovery) == "memory")
-    parts->disc = std::make_shared<cluster::memory_discovery>();
-  else
-    parts->disc = std::make_shared<cluster::file_discovery>(
-      discovery_dir, o.get(opt::discovery_ttl));
+  // With NATS, a router that loses its connection keeps the last known
+  // worker set and says so in /health.
+  std::weak_ptr<runtime::health_state> health = ctx.health;
+  parts->disc = cluster::discovery_from(o, discovery_dir, [health](bool up) {
+    if (auto h = health.lock())
+      h->set_component("discovery",
+                       up ? "connected"
+                          : "disconnected: keeping the last known workers");
+  });
   if (auto err = parts->disc->open())
     ctx.control->request_exit(1, describe(err));
+  else if (auto* n = dynamic_cast<cluster::nats_discovery*>(parts->disc.get()))
+    ctx.health->set_component("discovery",
+                              n->connected() ? "connected" : "connecting");
   parts->config = router_config_from(o);
   // Bad TLS settings: exit 2, and nothing listens meanwhile (never in
   // plaintext when TLS was asked for).

@@ -94,6 +94,7 @@ worker_watcher::~worker_watcher() {
 
 void worker_watcher::run() {
   auto* files = dynamic_cast<cluster::file_discovery*>(disc_.get());
+  auto* nats = dynamic_cast<cluster::nats_discovery*>(disc_.get());
   auto& invalid_records = runtime::global_metrics().get_counter(
     "outrider_discovery_invalid_records_total",
     "Malformed worker records skipped");
@@ -149,6 +150,8 @@ void worker_watcher::run() {
     known_ = std::move(now);
     if (files)
       files->wait_for_change(std::chrono::milliseconds{500});
+    else if (nats)
+      nats->wait_for_change(std::chrono::milliseconds{500});
     else
       std::this_thread::sleep_for(std::chrono::milliseconds{200});
   }

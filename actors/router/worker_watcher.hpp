@@ -11,6 +11,7 @@
 
 #include "actors/router/kv_router.hpp"
 #include "cluster/discovery.hpp"
+#include "cluster/nats_discovery.hpp"
 #include "runtime/actor_slot.hpp"
 
 namespace outrider::router {

@@ -11,6 +11,7 @@
 #include "actors/sidecar/lifecycle.hpp"
 #include "actors/sidecar/relay.hpp"
 #include "cluster/discovery.hpp"
+#include "cluster/discovery_from.hpp"
 #include "cluster/tls.hpp"
 
 namespace outrider::sidecar {
@@ -33,10 +34,9 @@ std::string default_worker_id(const runtime::options& opts) {
 }
 
 std::shared_ptr<cluster::discovery> discovery_from(const runtime::options& o) {
-  if (o.get(opt::discovery) == "memory")
-    return std::make_shared<cluster::memory_discovery>();
-  return std::make_shared<cluster::file_discovery>(o.get(opt::discovery_dir),
-                                                   o.get(opt::discovery_ttl));
+  // The sidecar keeps serving its engine while NATS is away; the registrar
+  // puts the record again once it is back.
+  return cluster::discovery_from(o, o.get(opt::discovery_dir));
 }
 
 // Handles to the current incarnation of each child, filled by the

@@ -96,6 +96,17 @@ bool can_bind(uint16_t port) {
 
 } // namespace
 
+bool accepting(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
 // Below Linux's ephemeral range (32768-60999): a port handed out here is
 // not taken by the next outgoing connection of a busy parallel test, as a
 // port the kernel picks for bind(0) can be. Random, never twice per process.

@@ -36,6 +36,8 @@ class child_process {
 
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 uint16_t free_port();
+/// Something accepts connections on 127.0.0.1:`port` now.
+bool accepting(uint16_t port);
 
 /// ASan's shadow memory and quarantine raise a process's RSS; the memory
 /// bounds of the tests allow for that in the sanitizer build (which builds

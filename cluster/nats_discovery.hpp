@@ -1,0 +1,84 @@
+#pragma once
+
+// Discovery for fleets: worker records in a NATS JetStream key-value bucket
+// (`--discovery nats`). Keys are worker ids, values the record as JSON; a
+// keep-alive puts the record again. NATS server 2.9 sends watchers nothing
+// when a key expires, so leases are kept by the watchers themselves: every
+// put seen refreshes the record's lease on the reader's own clock, a record
+// not refreshed within the TTL is dropped from `list` and its key deleted.
+// While the connection is down the last known set is kept (and leases are
+// not counted); after a reconnect every record gets a fresh TTL to refresh.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/discovery.hpp"
+
+namespace outrider::cluster {
+
+struct nats_config {
+  std::vector<std::string> urls{"nats://127.0.0.1:4222"};
+  std::string bucket = "outrider-workers";
+  std::chrono::milliseconds ttl{10000};
+  // Credentials (at most one kind is used: creds file, token, user).
+  std::string creds_file;
+  std::string token;
+  std::string user, password;
+  /// Told when the connection goes down (false) or comes back (true); on
+  /// NATS's own threads.
+  std::function<void(bool)> on_connection;
+};
+
+class nats_discovery final : public discovery {
+ public:
+  explicit nats_discovery(nats_config cfg);
+  ~nats_discovery() override;
+  nats_discovery(const nats_discovery&) = delete;
+  nats_discovery& operator=(const nats_discovery&) = delete;
+
+  /// Connects (retrying in the background when no server answers yet),
+  /// creates or binds the bucket and starts watching it. An error: the
+  /// credentials or URLs are unusable.
+  caf::error open() override;
+  caf::error put(const worker_record& r) override;
+  caf::error keep_alive(const std::string& worker_id) override;
+  caf::error remove(const std::string& worker_id) override;
+  std::vector<worker_record> list(size_t* invalid = nullptr) override;
+
+  /// Blocks until a record changes or `timeout` passes.
+  void wait_for_change(std::chrono::milliseconds timeout);
+  bool connected() const { return connected_.load(); }
+
+  struct impl; // NATS.c handles
+
+ private:
+  void watch();
+  caf::error ensure_bucket();
+  void seen(const std::string& key, const std::string* value);
+
+  nats_config cfg_;
+  std::unique_ptr<impl> impl_;
+  std::atomic<bool> connected_{false};
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> rewatch_{false};
+  struct known_record {
+    worker_record record;
+    std::chrono::steady_clock::time_point lease; // last put seen
+  };
+  mutable std::mutex mtx_;
+  std::condition_variable changed_;
+  std::map<std::string, known_record> known_;
+  std::map<std::string, worker_record> mine_; // what keep_alive puts again
+  size_t invalid_ = 0;
+  std::thread watcher_;
+};
+
+} // namespace outrider::cluster

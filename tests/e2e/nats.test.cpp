@@ -1,0 +1,101 @@
+// `--discovery nats` against a real nats-server 2.9 with JetStream: routers
+// see workers come and go as they happen, expire a killed worker's record
+// themselves (the server sends nothing on expiry), keep their last known
+// set while NATS is down (and say so in /health), and sidecars register
+// again once NATS is back.
+
+#include <csignal>
+#include <thread>
+
+#include "tests/e2e/router_cluster.hpp"
+
+using namespace outrider::test;
+using json = nlohmann::json;
+
+namespace {
+
+struct nats_server {
+  uint16_t port = free_port();
+  temp_dir store;
+  std::unique_ptr<child_process> proc;
+  nats_server() { start(); }
+  void start() {
+    proc = std::make_unique<child_process>(std::vector<std::string>{
+      "/usr/sbin/nats-server", "-a", "127.0.0.1", "-p", std::to_string(port),
+      "-js", "-sd", store.str()});
+    REQUIRE(eventually([&] { return accepting(port); }, 10s));
+  }
+  std::string url() const { return "nats://127.0.0.1:" + std::to_string(port); }
+};
+
+std::vector<std::string> nats_flags(const nats_server& n) {
+  return {"--discovery",     "nats", "--nats-url", n.url(),
+          "--discovery-ttl", "2s"};
+}
+
+std::string health(uint16_t port) {
+  std::string body;
+  http_get(port, "/health", &body);
+  return body;
+}
+
+} // namespace
+
+TEST_CASE("nats discovery: workers come and go, a router outlives a NATS "
+          "outage and sidecars register again") {
+  nats_server nats;
+  auto flags = nats_flags(nats);
+  cluster c{1, {}, flags, flags};
+  REQUIRE(eventually(
+    [&] { return c.router_metric("outrider_router_workers") == 1; }, 15s));
+  CHECK(c.complete(tokens(1, 16), 3)["choices"].size() == 1);
+  CHECK(health(c.router_status).find("connected") != std::string::npos);
+
+  // A second worker appears as it registers.
+  sim_process sim2{{}};
+  REQUIRE(sim2.wait_serving(10s));
+  auto extra = flags;
+  extra.insert(extra.end(), {"--worker-id", "worker-9"});
+  auto side2 =
+    std::make_unique<sidecar_process>(sim2.endpoint(), nullptr, extra);
+  REQUIRE(eventually(
+    [&] { return c.router_metric("outrider_router_workers") == 2; }, 15s));
+  // Killed -9, it never deletes its key: the router expires it itself
+  // within the TTL (2 s), though the server tells nobody.
+  side2->proc->signal(SIGKILL);
+  REQUIRE(side2->proc->wait(5s));
+  auto killed = std::chrono::steady_clock::now();
+  REQUIRE(eventually(
+    [&] { return c.router_metric("outrider_router_workers") == 1; }, 15s));
+  CHECK(std::chrono::steady_clock::now() - killed < 6s);
+
+  // NATS goes away: the router keeps the worker it knew and serves.
+  nats.proc->signal(SIGKILL);
+  REQUIRE(nats.proc->wait(5s));
+  REQUIRE(eventually(
+    [&] {
+      return health(c.router_status).find("disconnected") != std::string::npos;
+    },
+    15s));
+  std::this_thread::sleep_for(3s); // longer than the TTL
+  CHECK(c.router_metric("outrider_router_workers") == 1);
+  CHECK(c.complete(tokens(100, 16), 3)["choices"].size() == 1);
+  CHECK(c.sides[0]->get("/ready") == 200); // the sidecar serves its engine
+
+  // NATS is back (its storage kept): everyone reconnects, the sidecar's
+  // keep-alive puts its record again, the router follows the bucket.
+  nats.start();
+  REQUIRE(eventually(
+    [&] {
+      return health(c.router_status).find("\"connected") != std::string::npos;
+    },
+    20s));
+  CHECK(c.router_metric("outrider_router_workers") == 1);
+  CHECK(c.complete(tokens(200, 16), 3)["choices"].size() == 1);
+
+  // A clean stop deletes the key: the worker leaves at once.
+  c.sides[0]->proc->signal(SIGTERM);
+  REQUIRE(c.sides[0]->proc->wait(15s));
+  CHECK(eventually(
+    [&] { return c.router_metric("outrider_router_workers") == 0; }, 10s));
+}
