@@ -4,7 +4,10 @@
 //
 // For each number of concurrent streams: tokens/s direct, through
 // outrider's sidecar relay and through the Python relay, and each relay's
-// CPU time per relayed token (process CPU over tokens). The engine runs in
+// CPU time per relayed token (process CPU over tokens). "client us": the
+// load generator's own CPU per token in the direct run, the cost of
+// reading one gRPC message per token, a floor for any gRPC relay (which
+// reads each token once and writes it once). The engine runs in
 // no-sleep mode (one token per message, as fast as it can), then at model
 // speed. Writes a CSV for bench/plot_relay.py.
 //
@@ -40,7 +43,8 @@ struct python_relay {
 
 struct measured {
   double tok_s = 0;
-  double us_per_token = 0; // the relay process's CPU
+  double us_per_token = 0;        // the relay process's CPU
+  double client_us_per_token = 0; // this process's: the load generator
 };
 
 // `rounds` times `streams` concurrent streams from the asynchronous client
@@ -49,6 +53,7 @@ struct measured {
 measured through(const std::string& endpoint, pid_t relay_pid, int streams,
                  int rounds) {
   auto cpu0 = relay_pid > 0 ? cpu_seconds(relay_pid) : 0;
+  auto self0 = cpu_seconds(::getpid());
   auto t0 = std::chrono::steady_clock::now();
   double tokens = 0;
   size_t failed = 0;
@@ -67,6 +72,8 @@ measured through(const std::string& endpoint, pid_t relay_pid, int streams,
               .count();
   if (relay_pid > 0 && tokens > 0)
     m.us_per_token = (cpu_seconds(relay_pid) - cpu0) / tokens * 1e6;
+  if (tokens > 0)
+    m.client_us_per_token = (cpu_seconds(::getpid()) - self0) / tokens * 1e6;
   return m;
 }
 
@@ -113,9 +120,9 @@ int main(int argc, char** argv) {
                 real_time ? "engine at model speed (timing model x1)"
                           : "engine in no-sleep mode",
                 prompt_len, output_len);
-    std::printf("%7s %11s %11s %11s %8s %8s %11s %11s %8s\n", "streams",
+    std::printf("%7s %11s %11s %11s %8s %8s %11s %11s %8s %11s\n", "streams",
                 "direct/s", "outrider/s", "python/s", "o/direct", "p/direct",
-                "o us/tok", "p us/tok", "p/o cpu");
+                "o us/tok", "p us/tok", "p/o cpu", "client us");
     for (int streams : {64, 256, 1024}) {
       auto rounds = real_time ? 1 : rounds_for(streams);
       auto direct = through(sim.endpoint(), -1, streams, rounds);
@@ -124,10 +131,12 @@ int main(int argc, char** argv) {
       if (py)
         theirs = through(py->endpoint(), py->proc->pid(), streams, rounds);
       std::printf(
-        "%7d %11.0f %11.0f %11.0f %8.2f %8.2f %11.1f %11.1f %8.1f\n", streams,
-        direct.tok_s, ours.tok_s, theirs.tok_s, ours.tok_s / direct.tok_s,
-        theirs.tok_s / direct.tok_s, ours.us_per_token, theirs.us_per_token,
-        ours.us_per_token > 0 ? theirs.us_per_token / ours.us_per_token : 0.0);
+        "%7d %11.0f %11.0f %11.0f %8.2f %8.2f %11.1f %11.1f %8.1f %11.1f\n",
+        streams, direct.tok_s, ours.tok_s, theirs.tok_s,
+        ours.tok_s / direct.tok_s, theirs.tok_s / direct.tok_s,
+        ours.us_per_token, theirs.us_per_token,
+        ours.us_per_token > 0 ? theirs.us_per_token / ours.us_per_token : 0.0,
+        direct.client_us_per_token);
       std::fflush(stdout);
       csv << (real_time ? "model_speed" : "no_sleep") << "," << streams << ","
           << direct.tok_s << "," << ours.tok_s << "," << theirs.tok_s << ","

@@ -49,6 +49,7 @@ struct option_key {
   X(discovery_ttl, "discovery-ttl", duration)                                  \
   X(worker_id, "worker-id", string)                                            \
   X(relay_host, "relay-host", string)                                          \
+  X(relay_advertise_host, "relay-advertise-host", string)                      \
   X(relay_port, "relay-port", integer)                                         \
   X(relay_max_streams, "relay-max-streams", integer)                           \
   X(tls_cert, "tls-cert", string)                                              \

@@ -135,6 +135,11 @@ std::vector<option_spec> make_specs() {
     make("relay-host", ot::string, "127.0.0.1",
          "the sidecar's OpenEngine relay for routers: address",
          "--relay-host 10.0.0.5"),
+    make("relay-advertise-host", ot::string, "",
+         "the relay's address as routers are told it (default: "
+         "--relay-host, or this host's name when that is a wildcard; in "
+         "Kubernetes: the pod IP)",
+         "OUTRIDER_RELAY_ADVERTISE_HOST=$(POD_IP)"),
     make("relay-port", ot::integer, "9100",
          "the sidecar's OpenEngine relay for routers: port (0: any, and "
          "that one is advertised)",

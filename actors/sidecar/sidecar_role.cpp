@@ -33,6 +33,21 @@ std::string default_worker_id(const runtime::options& opts) {
   return id;
 }
 
+// The relay's host as routers are told it: --relay-advertise-host, else
+// --relay-host unless that is a wildcard (then this host's name).
+std::string advertised_host(const runtime::options& o) {
+  const auto& set = o.get(opt::relay_advertise_host);
+  if (!set.empty())
+    return set;
+  const auto& host = o.get(opt::relay_host);
+  if (host != "0.0.0.0" && host != "::" && host != "[::]")
+    return host;
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0')
+    return "127.0.0.1";
+  return name;
+}
+
 std::shared_ptr<cluster::discovery> discovery_from(const runtime::options& o) {
   // The sidecar keeps serving its engine while NATS is away; the registrar
   // puts the record again once it is back.
@@ -60,7 +75,7 @@ lifecycle_config lifecycle_config_from(runtime::role_context& ctx,
   cfg.worker_id = o.get(opt::worker_id).empty() ? default_worker_id(o)
                                                 : o.get(opt::worker_id);
   cfg.relay_endpoint =
-    o.get(opt::relay_host) + ":" + std::to_string(o.get(opt::relay_port));
+    advertised_host(o) + ":" + std::to_string(o.get(opt::relay_port));
   cfg.shutdown_engine_on_gap = o.get(opt::on_kv_gap) == "shutdown-engine";
   cfg.kv_max_message_bytes = o.get(opt::kv_max_message_bytes);
   cfg.kv_max_batch_events =
@@ -81,7 +96,8 @@ lifecycle_config lifecycle_config_from(runtime::role_context& ctx,
 void start_relay(runtime::role_context& ctx, lifecycle_config& cfg,
                  std::shared_ptr<event_hub> hub, const sidecar_slots& slots) {
   relay_config rcfg;
-  rcfg.listen = cfg.relay_endpoint;
+  rcfg.listen = ctx.opts.get(opt::relay_host) + ":" +
+                std::to_string(ctx.opts.get(opt::relay_port));
   rcfg.engine_endpoint = cfg.engine_endpoint;
   rcfg.engine_protocol = cfg.engine_protocol;
   rcfg.hub = std::move(hub);
@@ -102,7 +118,7 @@ void start_relay(runtime::role_context& ctx, lifecycle_config& cfg,
     ctx.control->request_exit(1, describe(err));
   else if (ctx.opts.get(opt::relay_port) == 0)
     cfg.relay_endpoint =
-      ctx.opts.get(opt::relay_host) + ":" + std::to_string(server->port());
+      advertised_host(ctx.opts) + ":" + std::to_string(server->port());
   ctx.stop_hooks.push_back([server] { server->stop(); });
 }
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "tests/e2e/router_cluster.hpp"
+#include "tests/e2e/test_pki.hpp"
 
 using namespace outrider::test;
 using json = nlohmann::json;
@@ -98,4 +99,42 @@ TEST_CASE("nats discovery: workers come and go, a router outlives a NATS "
   REQUIRE(c.sides[0]->proc->wait(15s));
   CHECK(eventually(
     [&] { return c.router_metric("outrider_router_workers") == 0; }, 10s));
+}
+
+TEST_CASE("the fleet config files run as they are: NATS discovery and mutual "
+          "TLS") {
+  nats_server nats;
+  pki certs;
+  sim_process sim{{}};
+  REQUIRE(sim.wait_serving(10s));
+  // Only addresses, ports, directories and certificate paths differ from
+  // deploy/fleet-*.yaml (tests bind loopback only).
+  std::vector<std::string> here{"--nats-url",    nats.url(),
+                                "--system-host", "127.0.0.1",
+                                "--tls-cert",    certs.path("tls.crt"),
+                                "--tls-key",     certs.path("tls.key"),
+                                "--tls-ca",      certs.path("ca.crt")};
+  auto side_flags = here;
+  side_flags.insert(side_flags.end(),
+                    {"--config",
+                     OUTRIDER_SOURCE_DIR "/deploy/fleet-sidecar.yaml",
+                     "--relay-host", "127.0.0.1"});
+  sidecar_process side{sim.endpoint(), nullptr, side_flags};
+  REQUIRE(eventually([&] { return side.get("/ready") == 200; }, 15s));
+  auto http_port = free_port();
+  auto status = free_port();
+  auto router_flags = here;
+  router_flags.insert(
+    router_flags.begin(),
+    {OUTRIDER_BIN, "--config", OUTRIDER_SOURCE_DIR "/deploy/fleet-router.yaml",
+     "--http-host", "127.0.0.1", "--http-port", std::to_string(http_port),
+     "--grpc-port", "0", "--system-port", std::to_string(status)});
+  child_process router{router_flags};
+  REQUIRE(eventually(
+    [&] { return metric_value(status, "outrider_router_workers") == 1; }, 20s));
+  auto [code, body] =
+    http(http_port, "POST", "/v1/completions",
+         json{{"prompt", tokens(1, 16)}, {"max_tokens", 3}}.dump());
+  INFO(body);
+  CHECK(code == 200);
 }
