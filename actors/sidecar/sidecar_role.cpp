@@ -48,10 +48,17 @@ std::string advertised_host(const runtime::options& o) {
   return name;
 }
 
-std::shared_ptr<cluster::discovery> discovery_from(const runtime::options& o) {
-  // The sidecar keeps serving its engine while NATS is away; the registrar
-  // puts the record again once it is back.
-  return cluster::discovery_from(o, o.get(opt::discovery_dir));
+// The sidecar keeps serving its engine while NATS is away (and says so in
+// /health); the registrar puts the record again once it is back.
+std::shared_ptr<cluster::discovery>
+discovery_from(const runtime::options& o,
+               const std::shared_ptr<runtime::health_state>& health) {
+  std::weak_ptr<runtime::health_state> weak = health;
+  return cluster::discovery_from(o, o.get(opt::discovery_dir), [weak](bool up) {
+    if (auto h = weak.lock())
+      h->set_component("discovery",
+                       up ? "connected" : "disconnected: reconnecting");
+  });
 }
 
 // Handles to the current incarnation of each child, filled by the
@@ -154,7 +161,7 @@ void add_index_route(runtime::role_context& ctx,
 
 std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
   const auto& o = ctx.opts;
-  auto disc = discovery_from(o);
+  auto disc = discovery_from(o, ctx.health);
   if (auto err = disc->open()) {
     ctx.control->request_exit(1, describe(err));
     return {};

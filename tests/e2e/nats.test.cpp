@@ -82,6 +82,7 @@ TEST_CASE("nats discovery: workers come and go, a router outlives a NATS "
   CHECK(c.router_metric("outrider_router_workers") == 1);
   CHECK(c.complete(tokens(100, 16), 3)["choices"].size() == 1);
   CHECK(c.sides[0]->get("/ready") == 200); // the sidecar serves its engine
+  CHECK(health(c.sides[0]->port).find("disconnected") != std::string::npos);
 
   // NATS is back (its storage kept): everyone reconnects, the sidecar's
   // keep-alive puts its record again, the router follows the bucket.
