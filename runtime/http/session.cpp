@@ -111,8 +111,14 @@ void http_session::arm(std::chrono::milliseconds after, timer_kind kind) {
       self->close();
       break;
     case timer_kind::reading:
+      // The read completes with operation_aborted. A cancel finds nothing
+      // to cancel when the last read already completed and its handler
+      // is queued (a body dripped byte by byte): that handler then starts
+      // the next read. So cancel again shortly until the read has ended
+      // (refuse or dispatch disarms this).
       self->timed_out_ = true;
-      self->sock_.cancel(); // the read completes with operation_aborted
+      self->sock_.cancel();
+      self->arm(std::chrono::milliseconds{50}, timer_kind::reading);
       break;
     case timer_kind::writing:
       self->core_->refused(http_refusal::slow_reader);
