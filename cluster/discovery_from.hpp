@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cluster/discovery.hpp"
+#include "cluster/nats_link.hpp"
 #include "runtime/options.hpp"
 
 namespace outrider::cluster {
@@ -15,5 +16,9 @@ namespace outrider::cluster {
 std::shared_ptr<discovery>
 discovery_from(const runtime::options& o, const std::string& dir,
                std::function<void(bool)> on_connection = {});
+
+/// The NATS settings of `--nats-*` (servers, bucket, subject, credentials).
+nats_config nats_config_from(const runtime::options& o,
+                             std::function<void(bool)> on_connection = {});
 
 } // namespace outrider::cluster

@@ -7,8 +7,7 @@ namespace outrider::cluster {
 using clock_type = std::chrono::steady_clock;
 
 struct nats_discovery::impl {
-  natsOptions* opts = nullptr;
-  natsConnection* nc = nullptr;
+  nats_link link;
   jsCtx* js = nullptr;
   std::mutex kv_mtx; // guards `kv` (re-made when the bucket is lost)
   kvStore* kv = nullptr;
@@ -18,23 +17,8 @@ struct nats_discovery::impl {
       kvStore_Destroy(kv);
     if (js)
       jsCtx_Destroy(js);
-    if (nc) {
-      natsConnection_Close(nc);
-      natsConnection_Destroy(nc);
-    }
-    if (opts)
-      natsOptions_Destroy(opts);
   }
 };
-
-namespace {
-
-caf::error nats_error(const std::string& what, natsStatus s) {
-  return make_error(errc::io_error,
-                    "nats: " + what + ": " + natsStatus_GetText(s));
-}
-
-} // namespace
 
 nats_discovery::nats_discovery(nats_config cfg)
   : cfg_(std::move(cfg)), impl_(std::make_unique<impl>()) {}
@@ -48,63 +32,24 @@ nats_discovery::~nats_discovery() {
 }
 
 caf::error nats_discovery::open() {
-  natsStatus s = natsOptions_Create(&impl_->opts);
-  if (s != NATS_OK)
-    return nats_error("options", s);
-  std::vector<const char*> urls;
-  for (const auto& u : cfg_.urls)
-    urls.push_back(u.c_str());
-  s = natsOptions_SetServers(impl_->opts, urls.data(),
-                             static_cast<int>(urls.size()));
-  if (s != NATS_OK)
-    return make_error(errc::invalid_argument,
-                      std::string{"--nats-url: "} + natsStatus_GetText(s));
-  if (!cfg_.creds_file.empty())
-    s = natsOptions_SetUserCredentialsFromFiles(impl_->opts,
-                                                cfg_.creds_file.c_str(), NULL);
-  else if (!cfg_.token.empty())
-    s = natsOptions_SetToken(impl_->opts, cfg_.token.c_str());
-  else if (!cfg_.user.empty())
-    s = natsOptions_SetUserInfo(impl_->opts, cfg_.user.c_str(),
-                                cfg_.password.c_str());
-  if (s != NATS_OK)
-    return make_error(errc::invalid_argument,
-                      std::string{"nats credentials: "} +
-                        natsStatus_GetText(s));
-  natsOptions_SetMaxReconnect(impl_->opts, -1); // for ever, with back-off
-  natsOptions_SetReconnectWait(impl_->opts, 500);
-  natsOptions_SetReconnectJitter(impl_->opts, 100, 1000);
-  natsOptions_SetTimeout(impl_->opts, 2000);
-  auto down = [](natsConnection*, void* self) {
-    auto* d = static_cast<nats_discovery*>(self);
-    d->connected_ = false;
-    if (d->cfg_.on_connection)
-      d->cfg_.on_connection(false);
-  };
-  auto up = [](natsConnection*, void* self) {
-    auto* d = static_cast<nats_discovery*>(self);
-    {
+  auto err = impl_->link.connect(cfg_, [this](bool up) {
+    if (up) {
       // Leases did not run while we could not see keep-alives.
-      std::lock_guard<std::mutex> guard{d->mtx_};
-      for (auto& [id, k] : d->known_)
+      std::lock_guard<std::mutex> guard{mtx_};
+      for (auto& [id, k] : known_)
         k.lease = clock_type::now();
     }
-    d->connected_ = true;
-    d->rewatch_ = true;
-    if (d->cfg_.on_connection)
-      d->cfg_.on_connection(true);
-  };
-  natsOptions_SetDisconnectedCB(impl_->opts, down, this);
-  natsOptions_SetReconnectedCB(impl_->opts, up, this);
-  // Start even when no server answers yet: the first connect is retried
-  // in the background like a reconnect.
-  natsOptions_SetRetryOnFailedConnect(impl_->opts, true, up, this);
-  s = natsConnection_Connect(&impl_->nc, impl_->opts);
-  if (s == NATS_OK)
-    connected_ = true;
-  else if (s != NATS_NOT_YET_CONNECTED)
-    return nats_error("connect", s);
-  s = natsConnection_JetStream(&impl_->js, impl_->nc, nullptr);
+    connected_ = up;
+    if (up)
+      rewatch_ = true;
+    if (cfg_.on_connection)
+      cfg_.on_connection(up);
+  });
+  if (err)
+    return err;
+  connected_ = impl_->link.connected();
+  natsStatus s =
+    natsConnection_JetStream(&impl_->js, impl_->link.get(), nullptr);
   if (s != NATS_OK)
     return nats_error("jetstream", s);
   if (connected_)

@@ -21,21 +21,9 @@
 #include <vector>
 
 #include "cluster/discovery.hpp"
+#include "cluster/nats_link.hpp"
 
 namespace outrider::cluster {
-
-struct nats_config {
-  std::vector<std::string> urls{"nats://127.0.0.1:4222"};
-  std::string bucket = "outrider-workers";
-  std::chrono::milliseconds ttl{10000};
-  // Credentials (at most one kind is used: creds file, token, user).
-  std::string creds_file;
-  std::string token;
-  std::string user, password;
-  /// Told when the connection goes down (false) or comes back (true); on
-  /// NATS's own threads.
-  std::function<void(bool)> on_connection;
-};
 
 class nats_discovery final : public discovery {
  public:

@@ -40,6 +40,8 @@ struct option_key {
   X(data_dir, "data-dir", string)                                              \
   X(discovery, "discovery", string)                                            \
   X(discovery_dir, "discovery-dir", string)                                    \
+  X(event_plane, "event-plane", string)                                        \
+  X(nats_kv_subject, "nats-kv-subject", string)                                \
   X(nats_url, "nats-url", string)                                              \
   X(nats_bucket, "nats-bucket", string)                                        \
   X(nats_creds, "nats-creds", string)                                          \

@@ -104,8 +104,17 @@ std::vector<option_spec> make_specs() {
          "where workers are registered: file (one host), nats (a fleet: a "
          "JetStream key-value bucket), memory (tests)",
          "--discovery nats", {"file", "nats", "memory"}),
+    make("event-plane", ot::string, "grpc",
+         "how routers learn the sidecars' KV events: grpc (each router "
+         "subscribes to each sidecar) or nats (sidecars publish once on "
+         "<--nats-kv-subject>.<worker id>; routers resynchronise from a "
+         "sidecar's snapshot on a gap)",
+         "--event-plane nats", {"grpc", "nats"}),
+    make("nats-kv-subject", ot::string, "outrider.kv",
+         "event plane nats: the subject prefix of the KV batches",
+         "--nats-kv-subject prod.kv"),
     make("nats-url", ot::string, "nats://127.0.0.1:4222",
-         "discovery nats: the servers, comma-separated",
+         "discovery and event plane nats: the servers, comma-separated",
          "--nats-url nats://nats-0:4222,nats://nats-1:4222"),
     make("nats-bucket", ot::string, "outrider-workers",
          "discovery nats: the key-value bucket of worker records",

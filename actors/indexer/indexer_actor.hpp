@@ -18,6 +18,9 @@ struct kv_batch {
   int rank = 0;
   uint64_t seq = 0;
   std::vector<kv::kv_event> events;
+  /// The sidecar's event-plane position: 1, 2, ... over every rank, set by
+  /// the event hub (0 elsewhere).
+  uint64_t position = 0;
 };
 
 /// Receives everything the indexer applied, in order (the event plane to

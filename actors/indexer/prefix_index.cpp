@@ -129,6 +129,15 @@ void prefix_index::clear_slot(slot_id slot) {
   slots_[slot].clear();
 }
 
+std::vector<uint64_t> prefix_index::engine_hashes(slot_id slot) const {
+  std::vector<uint64_t> out;
+  if (slot < slots_.size())
+    for (const auto& [engine, seq] : slots_[slot])
+      out.push_back(engine);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::vector<overlap>
 prefix_index::find_matches(const std::vector<uint64_t>& seq_hashes) const {
   std::vector<overlap> out;

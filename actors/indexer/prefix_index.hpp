@@ -44,6 +44,8 @@ class prefix_index {
   std::vector<overlap>
   find_matches(const std::vector<uint64_t>& seq_hashes) const;
 
+  /// The engine block hashes a slot holds, sorted.
+  std::vector<uint64_t> engine_hashes(slot_id slot) const;
   /// (slot, block) entries held.
   size_t entries() const { return entries_count_; }
   /// Distinct blocks in the index.

@@ -2,6 +2,8 @@
 
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/metrics.hpp"
 
 namespace outrider::router {
@@ -122,6 +124,14 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg) {
       auto& st = self->state;
       if (auto slot = st.core->release(key))
         st.stats.show_load(*st.core, *slot);
+    },
+    [=](index_atom) {
+      nlohmann::json doc;
+      auto& workers = doc["workers"] = nlohmann::json::object();
+      for (const auto& [id, ranks] : self->state.core->held_blocks())
+        for (const auto& [rank, blocks] : ranks)
+          workers[id][std::to_string(rank)] = blocks;
+      return doc.dump();
     },
   };
 }

@@ -20,6 +20,7 @@ using kv_events_atom = caf::atom_constant<caf::atom("kvevents")>;
 using place_atom = caf::atom_constant<caf::atom("place")>;
 using release_atom = caf::atom_constant<caf::atom("release")>;
 using prefilled_atom = caf::atom_constant<caf::atom("prefilled")>;
+using index_atom = caf::atom_constant<caf::atom("index")>;
 
 /// The router's brain: the worker set, the global KV index (router block
 /// hash per worker and rank) and the load it has sent each rank.
@@ -28,6 +29,7 @@ using prefilled_atom = caf::atom_constant<caf::atom("prefilled")>;
 /// - `(place, request)` -> decision: picks a rank (`--router-mode`) and
 ///   books the request's load there.
 /// - `(prefilled, key)`: its prompt is computed; `(release, key)`: done.
+/// - `(index)` -> JSON: the blocks held per worker and rank (debugging).
 using kv_router_actor = caf::typed_actor<
   caf::reacts_to<worker_up_atom, cluster::worker_record>,
   caf::reacts_to<worker_down_atom, std::string>,
@@ -35,7 +37,8 @@ using kv_router_actor = caf::typed_actor<
   caf::replies_to<place_atom,
                   std::shared_ptr<const route_request>>::with<route_decision>,
   caf::reacts_to<prefilled_atom, uint64_t>,
-  caf::reacts_to<release_atom, uint64_t>>;
+  caf::reacts_to<release_atom, uint64_t>,
+  caf::replies_to<index_atom>::with<std::string>>;
 
 kv_router_actor spawn_kv_router(caf::actor_system& sys, router_config cfg);
 

@@ -63,6 +63,15 @@ void placement::remove_worker(const std::string& id) {
   spdlog::info("router: worker {} left", id);
 }
 
+std::map<std::string, std::map<int, std::vector<uint64_t>>>
+placement::held_blocks() const {
+  std::map<std::string, std::map<int, std::vector<uint64_t>>> out;
+  for (const auto& [id, slots] : worker_slots_)
+    for (auto slot : slots)
+      out[id][slots_[slot].rank] = index_.engine_hashes(slot);
+  return out;
+}
+
 bool placement::apply_events(const worker_events& ev) {
   auto i = worker_slots_.find(ev.worker_id);
   if (i == worker_slots_.end() || ev.rank < 0 ||

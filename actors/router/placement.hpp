@@ -110,6 +110,10 @@ class placement {
   /// Workers requests can be placed on (refused ones are not counted).
   size_t workers() const { return workers_.size(); }
   size_t index_entries() const { return index_.entries(); }
+  /// Per live worker and rank, the engine block hashes the index holds
+  /// (sorted): what two routers fed the same events must agree on.
+  std::map<std::string, std::map<int, std::vector<uint64_t>>>
+  held_blocks() const;
 
  private:
   struct slot_info {

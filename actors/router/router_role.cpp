@@ -20,6 +20,7 @@
 #include "cluster/discovery_from.hpp"
 #include "cluster/local_cluster.hpp"
 #include "cluster/nats_discovery.hpp"
+#include "cluster/nats_kv_plane.hpp"
 #include "cluster/tls.hpp"
 #include "runtime/metrics.hpp"
 
@@ -46,7 +47,8 @@ struct router_parts {
   std::unique_ptr<dispatcher> dispatch;
   std::unique_ptr<http_frontend> frontend;
   std::unique_ptr<grpc_frontend> grpc;
-  std::optional<cluster::tls_material> tls; // --tls-*
+  std::optional<cluster::tls_material> tls;      // --tls-*
+  std::shared_ptr<cluster::nats_kv_plane> plane; // --event-plane nats
   runtime::slot_ptr<kv_router_actor> brain =
     std::make_shared<runtime::actor_slot<kv_router_actor>>();
   router_config config;
@@ -153,6 +155,54 @@ bool start_frontends(runtime::role_context& ctx, router_parts& parts,
   return true;
 }
 
+// GET /debug/index: the router's index per worker and rank (tests compare
+// routers with each other and with the engines).
+void add_index_route(runtime::role_context& ctx,
+                     runtime::slot_ptr<kv_router_actor> brain) {
+  auto* sys = &ctx.sys;
+  ctx.status.add_route(
+    "/debug/index", [sys, brain](const runtime::http_request&) {
+      runtime::http_response r;
+      r.content_type = "application/json";
+      r.status = 503;
+      r.body = "{\"error\":\"the router actor is restarting\"}\n";
+      if (auto b = brain->get()) {
+        caf::scoped_actor self{*sys};
+        self->request(b, std::chrono::seconds{1}, index_atom::value)
+          .receive(
+            [&](const std::string& json) {
+              r.status = 200;
+              r.body = json + "\n";
+            },
+            [&](caf::error&) { r.status = 504; });
+      }
+      return r;
+    });
+}
+
+// --event-plane nats: the connection every worker's batches arrive on
+// (null for grpc, or when it cannot be used: then the role exits).
+std::shared_ptr<cluster::nats_kv_plane>
+event_plane_from(runtime::role_context& ctx) {
+  if (ctx.opts.get(opt::event_plane) != "nats")
+    return nullptr;
+  std::weak_ptr<runtime::health_state> health = ctx.health;
+  auto plane = std::make_shared<cluster::nats_kv_plane>(
+    cluster::nats_config_from(ctx.opts, [health](bool up) {
+      if (auto h = health.lock())
+        h->set_component("event_plane",
+                         up ? "connected"
+                            : "disconnected: resynchronising on reconnect");
+    }));
+  if (auto err = plane->open()) {
+    ctx.control->request_exit(2, "--event-plane nats: " + describe(err));
+    return nullptr;
+  }
+  ctx.health->set_component("event_plane",
+                            plane->connected() ? "connected" : "connecting");
+  return plane;
+}
+
 std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
                                            const std::string& discovery_dir) {
   const auto& o = ctx.opts;
@@ -172,6 +222,7 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
     ctx.health->set_component("discovery",
                               n->connected() ? "connected" : "connecting");
   parts->config = router_config_from(o);
+  add_index_route(ctx, parts->brain);
   // Bad TLS settings: exit 2, and nothing listens meanwhile (never in
   // plaintext when TLS was asked for).
   auto tls = cluster::tls_from(
@@ -181,8 +232,9 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
   else
     parts->tls = *tls;
   auto relay_creds = cluster::channel_credentials(parts->tls);
-  parts->watcher =
-    std::make_unique<worker_watcher>(parts->disc, parts->brain, relay_creds);
+  parts->plane = event_plane_from(ctx);
+  parts->watcher = std::make_unique<worker_watcher>(parts->disc, parts->brain,
+                                                    relay_creds, parts->plane);
   parts->dispatch = dispatcher_from(ctx, *parts);
   parts->dispatch->set_relay_credentials(relay_creds);
   // Ready once every frontend listens.
@@ -201,6 +253,7 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
     if (parts->grpc)
       parts->grpc->stop();
     parts->watcher.reset();
+    parts->plane.reset();
   });
   return parts;
 }

@@ -78,10 +78,54 @@ struct worker_watcher::subscription {
 
 worker_watcher::worker_watcher(std::shared_ptr<cluster::discovery> disc,
                                runtime::slot_ptr<kv_router_actor> router,
-                               std::shared_ptr<grpc::ChannelCredentials> creds)
+                               std::shared_ptr<grpc::ChannelCredentials> creds,
+                               std::shared_ptr<cluster::nats_kv_plane> plane)
   : disc_(std::move(disc)), router_(std::move(router)),
-    creds_(std::move(creds)) {
+    creds_(std::move(creds)), plane_(std::move(plane)) {
+  if (plane_) {
+    plane_connections_ = plane_->connections();
+    auto err = plane_->subscribe([this](cluster::kv_plane_message m) {
+      std::lock_guard<std::mutex> guard{followers_mtx_};
+      if (auto f = followers_.find(m.worker_id); f != followers_.end())
+        f->second->on_message(std::move(m));
+    });
+    if (err)
+      spdlog::error("router: {}", describe(err));
+  }
   thread_ = std::thread([this] { run(); });
+}
+
+void worker_watcher::follow(const cluster::worker_record& r) {
+  if (plane_) {
+    auto f = std::make_unique<kv_follower>(r, router_, creds_);
+    std::unique_ptr<kv_follower> old;
+    {
+      std::lock_guard<std::mutex> guard{followers_mtx_};
+      old = std::exchange(followers_[r.worker_id], std::move(f));
+    }
+    return; // `old` stops outside the lock
+  }
+  auto sub = std::make_unique<subscription>();
+  sub->worker_id = r.worker_id;
+  auto* raw = sub.get();
+  sub->thread = std::thread([raw, ep = r.relay_endpoint, rt = router_,
+                             creds = creds_] { raw->run(ep, rt, creds); });
+  subs_[r.worker_id] = std::move(sub);
+}
+
+void worker_watcher::unfollow(const std::string& worker_id) {
+  std::unique_ptr<kv_follower> old;
+  {
+    std::lock_guard<std::mutex> guard{followers_mtx_};
+    if (auto f = followers_.find(worker_id); f != followers_.end()) {
+      old = std::move(f->second);
+      followers_.erase(f);
+    }
+  }
+  if (auto s = subs_.find(worker_id); s != subs_.end()) {
+    s->second->stop();
+    subs_.erase(s);
+  }
 }
 
 worker_watcher::~worker_watcher() {
@@ -90,6 +134,11 @@ worker_watcher::~worker_watcher() {
     thread_.join();
   for (auto& [id, s] : subs_)
     s->stop();
+  std::map<std::string, std::unique_ptr<kv_follower>> followers;
+  {
+    std::lock_guard<std::mutex> guard{followers_mtx_};
+    followers.swap(followers_);
+  }
 }
 
 void worker_watcher::run() {
@@ -111,10 +160,16 @@ void worker_watcher::run() {
                      "worker set and index from {} worker(s)",
                      known_.size());
       generation_ = g;
-      for (auto& [id, s] : subs_)
-        s->stop();
-      subs_.clear();
+      for (const auto& [id, r] : known_)
+        unfollow(id);
       known_.clear();
+    }
+    if (plane_ && plane_->connections() != plane_connections_) {
+      // Reconnected to NATS: what was published meanwhile is lost.
+      plane_connections_ = plane_->connections();
+      std::lock_guard<std::mutex> guard{followers_mtx_};
+      for (auto& [id, f] : followers_)
+        f->resync("reconnect");
     }
     size_t invalid = 0;
     auto records = disc_->list(&invalid);
@@ -129,10 +184,7 @@ void worker_watcher::run() {
         continue;
       // Gone, or replaced by another engine instance.
       caf::anon_send(router_->get(), worker_down_atom::value, id);
-      if (auto s = subs_.find(id); s != subs_.end()) {
-        s->second->stop();
-        subs_.erase(s);
-      }
+      unfollow(id);
     }
     for (const auto& [id, r] : now) {
       auto k = known_.find(id);
@@ -140,12 +192,7 @@ void worker_watcher::run() {
           k->second.relay_endpoint == r.relay_endpoint)
         continue;
       caf::anon_send(router_->get(), worker_up_atom::value, r);
-      auto sub = std::make_unique<subscription>();
-      sub->worker_id = id;
-      auto* raw = sub.get();
-      sub->thread = std::thread([raw, ep = r.relay_endpoint, rt = router_,
-                                 creds = creds_] { raw->run(ep, rt, creds); });
-      subs_[id] = std::move(sub);
+      follow(r);
     }
     known_ = std::move(now);
     if (files)

@@ -9,6 +9,7 @@
 
 #include <grpcpp/security/credentials.h>
 
+#include "actors/router/kv_follower.hpp"
 #include "actors/router/kv_router.hpp"
 #include "cluster/discovery.hpp"
 #include "cluster/nats_discovery.hpp"
@@ -23,14 +24,18 @@ namespace outrider::router {
 /// resubscribes with a snapshot). Everything goes to the router actor's
 /// current incarnation; when the supervisor restarts it, the watcher tells
 /// the new one every worker again and resubscribes with snapshots, so its
-/// index is rebuilt from the sidecars.
+/// index is rebuilt from the sidecars. With the NATS event plane, a
+/// kv_follower per worker takes the place of the subscription.
 class worker_watcher {
  public:
-  /// `creds` secure the calls to the sidecars' relays (--tls-*).
+  /// `creds` secure the calls to the sidecars' relays (--tls-*). With a
+  /// `plane` (--event-plane nats, opened) events come from NATS and the
+  /// sidecars are asked only for snapshots (kv_follower).
   worker_watcher(std::shared_ptr<cluster::discovery> disc,
                  runtime::slot_ptr<kv_router_actor> router,
                  std::shared_ptr<grpc::ChannelCredentials> creds =
-                   grpc::InsecureChannelCredentials());
+                   grpc::InsecureChannelCredentials(),
+                 std::shared_ptr<cluster::nats_kv_plane> plane = nullptr);
   ~worker_watcher(); // stops every thread
 
   worker_watcher(const worker_watcher&) = delete;
@@ -39,6 +44,8 @@ class worker_watcher {
  private:
   struct subscription;
   void run();
+  void follow(const cluster::worker_record& r);
+  void unfollow(const std::string& worker_id);
 
   std::shared_ptr<cluster::discovery> disc_;
   runtime::slot_ptr<kv_router_actor> router_;
@@ -47,6 +54,10 @@ class worker_watcher {
   std::atomic<bool> stopping_{false};
   std::map<std::string, cluster::worker_record> known_;
   std::map<std::string, std::unique_ptr<subscription>> subs_;
+  std::shared_ptr<cluster::nats_kv_plane> plane_;
+  uint64_t plane_connections_ = 0;
+  std::mutex followers_mtx_; // the NATS thread looks followers up
+  std::map<std::string, std::unique_ptr<kv_follower>> followers_;
   std::thread thread_;
 };
 

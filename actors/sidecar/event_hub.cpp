@@ -1,6 +1,26 @@
 #include "actors/sidecar/event_hub.hpp"
 
+#include <random>
+
 namespace outrider::sidecar {
+
+namespace {
+
+uint64_t random_epoch() {
+  std::random_device rd;
+  uint64_t e = (uint64_t{rd()} << 32) ^ rd();
+  return e == 0 ? 1 : e;
+}
+
+} // namespace
+
+event_hub::event_hub(size_t history)
+  : history_(history), epoch_(random_epoch()) {}
+
+uint64_t event_hub::position() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return position_;
+}
 
 std::vector<batch_ptr> kv_subscription::take() {
   std::lock_guard<std::mutex> guard{mtx_};
@@ -41,8 +61,10 @@ bool kv_subscription::overflowed() const {
 }
 
 void event_hub::on_batch(const indexer::kv_batch& b) {
-  auto ptr = std::make_shared<const indexer::kv_batch>(b);
+  auto copy = std::make_shared<indexer::kv_batch>(b);
   std::lock_guard<std::mutex> guard{mtx_};
+  copy->position = ++position_;
+  batch_ptr ptr = std::move(copy);
   auto& kept = kept_[b.rank];
   // A reset (all cleared) makes older history useless for resuming.
   kept.push_back(ptr);

@@ -43,11 +43,13 @@ class kv_subscription {
 };
 
 /// The sidecar's event plane to routers: receives every batch the indexer
-/// applied (on the indexer's thread), keeps the last `history` batches per
-/// rank for resuming subscribers, and fans out to subscriptions.
+/// applied (on the indexer's thread), numbers them (`position`: 1, 2, ...
+/// over all ranks, within this hub's random `epoch`), keeps the last
+/// `history` batches per rank for resuming subscribers, and fans out to
+/// subscriptions. A subscriber that sees positions skip has lost batches.
 class event_hub final : public indexer::kv_listener {
  public:
-  explicit event_hub(size_t history = 10000) : history_(history) {}
+  explicit event_hub(size_t history = 10000);
 
   void on_batch(const indexer::kv_batch& b) override;
 
@@ -57,8 +59,15 @@ class event_hub final : public indexer::kv_listener {
   bool subscribe(const std::shared_ptr<kv_subscription>& s,
                  std::optional<uint64_t> start);
 
+  uint64_t epoch() const { return epoch_; }
+  /// The position of the last batch handed out (0: none yet). Read on the
+  /// indexer's thread, it is exactly what the index holds.
+  uint64_t position() const;
+
  private:
   size_t history_;
+  uint64_t epoch_;
+  uint64_t position_ = 0; // guarded by mtx_
   mutable std::mutex mtx_;
   std::map<int, std::deque<batch_ptr>> kept_;        // guarded by mtx_
   std::vector<std::weak_ptr<kv_subscription>> subs_; // guarded by mtx_

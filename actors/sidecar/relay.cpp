@@ -100,9 +100,9 @@ class control final : public oe::Control::WithCallbackMethod_SubscribeKvEvents<
 
   // On the callback API (relay_subscribe.cpp): no thread per subscriber.
   grpc::ServerWriteReactor<oe::SubscribeKvEventsResponse>*
-  SubscribeKvEvents(grpc::CallbackServerContext*,
+  SubscribeKvEvents(grpc::CallbackServerContext* ctx,
                     const oe::SubscribeKvEventsRequest* in) override {
-    return subscribe_kv_events(r_, *in);
+    return subscribe_kv_events(r_, ctx, *in);
   }
 
  private:

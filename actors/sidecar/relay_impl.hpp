@@ -102,7 +102,7 @@ std::unique_ptr<grpc::Service> make_generate_service(relay::impl& r);
 
 /// The relay's SubscribeKvEvents stream (relay_subscribe.cpp).
 grpc::ServerWriteReactor<openengine::v1::SubscribeKvEventsResponse>*
-subscribe_kv_events(relay::impl& r,
+subscribe_kv_events(relay::impl& r, grpc::CallbackServerContext* ctx,
                     const openengine::v1::SubscribeKvEventsRequest& in);
 
 } // namespace outrider::sidecar

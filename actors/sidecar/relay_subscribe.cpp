@@ -3,11 +3,15 @@
 // arrives (kv_subscription::notify_once); one write is in flight at a time,
 // and what arrives meanwhile goes out after it, in order. A subscriber that
 // falls `capacity` batches behind gets a retryable OVERLOADED error.
+// A snapshot's stream starts with metadata saying where the snapshot stands
+// on the hub's numbering (kv_snapshot_metadata): how a router on the NATS
+// event plane knows which published batches the snapshot already holds.
 #include <deque>
 
 #include <caf/all.hpp>
 
 #include "actors/sidecar/event_hub.hpp"
+#include "actors/sidecar/kv_publisher.hpp"
 #include "actors/sidecar/relay_impl.hpp"
 #include "cluster/kv/kv_proto.hpp"
 
@@ -33,9 +37,28 @@ struct stream_state {
 
 class kv_stream final : public grpc::ServerWriteReactor<response> {
  public:
-  explicit kv_stream(std::shared_ptr<kv_subscription> sub)
-    : sub_(std::move(sub)), state_(std::make_shared<stream_state>()) {
+  kv_stream(std::shared_ptr<kv_subscription> sub,
+            grpc::CallbackServerContext* ctx)
+    : sub_(std::move(sub)), ctx_(ctx),
+      state_(std::make_shared<stream_state>()) {
     state_->stream = this;
+  }
+
+  /// Sends the snapshot's place on the hub's numbering as initial metadata,
+  /// before any batch (nothing is written until the snapshot is pushed).
+  static void announce(const std::weak_ptr<stream_state>& weak, uint64_t epoch,
+                       uint64_t position, size_t batches) {
+    auto state = weak.lock();
+    if (!state)
+      return;
+    std::lock_guard<std::mutex> guard{state->mtx};
+    auto* s = state->stream;
+    if (!s || s->finished_ || s->writing_)
+      return;
+    s->ctx_->AddInitialMetadata(kv::kv_epoch_key, std::to_string(epoch));
+    s->ctx_->AddInitialMetadata(kv::kv_position_key, std::to_string(position));
+    s->ctx_->AddInitialMetadata(kv::kv_batches_key, std::to_string(batches));
+    s->StartSendInitialMetadata();
   }
 
   /// Starts writing what the subscription holds and waiting for more.
@@ -119,11 +142,7 @@ class kv_stream final : public grpc::ServerWriteReactor<response> {
   void fill() {
     for (const auto& b : sub_->take()) {
       response resp;
-      auto* out = resp.mutable_batch();
-      out->set_sequence_number(b->seq);
-      out->set_data_parallel_rank(static_cast<uint32_t>(b->rank));
-      for (const auto& ev : b->events)
-        kv::to_proto(ev, out->add_events());
+      batch_to_proto(*b, resp.mutable_batch());
       queue_.push_back(std::move(resp));
     }
     if (queue_.empty() && sub_->overflowed()) {
@@ -138,6 +157,7 @@ class kv_stream final : public grpc::ServerWriteReactor<response> {
   }
 
   std::shared_ptr<kv_subscription> sub_;
+  grpc::CallbackServerContext* ctx_; // gRPC's, valid until OnDone
   std::shared_ptr<stream_state> state_;
   std::deque<response> queue_; // guarded by state_->mtx
   response current_;           // being written
@@ -156,7 +176,8 @@ class refused final : public grpc::ServerWriteReactor<response> {
 } // namespace
 
 grpc::ServerWriteReactor<response>*
-subscribe_kv_events(relay::impl& r, const oe::SubscribeKvEventsRequest& in) {
+subscribe_kv_events(relay::impl& r, grpc::CallbackServerContext* ctx,
+                    const oe::SubscribeKvEventsRequest& in) {
   std::set<int> ranks(in.data_parallel_ranks().begin(),
                       in.data_parallel_ranks().end());
   auto sub = std::make_shared<kv_subscription>(ranks, subscriber_capacity);
@@ -169,7 +190,7 @@ subscribe_kv_events(relay::impl& r, const oe::SubscribeKvEventsRequest& in) {
                           "the sidecar no longer has batches from sequence " +
                             std::to_string(*start) +
                             "; resubscribe with include_snapshot"});
-    auto* s = new kv_stream(sub);
+    auto* s = new kv_stream(sub, ctx);
     s->start();
     return s;
   }
@@ -180,13 +201,17 @@ subscribe_kv_events(relay::impl& r, const oe::SubscribeKvEventsRequest& in) {
   // over and subscribes in one step, so nothing falls between. Asked from a
   // short-lived actor, so no gRPC thread waits for the indexer.
   auto hub = r.cfg.hub;
-  indexer::snapshot_callback cb = [sub, hub](auto snapshot) {
+  auto* s = new kv_stream(sub, ctx);
+  // Runs on the indexer's thread, where the hub's position is exactly what
+  // the snapshot holds.
+  indexer::snapshot_callback cb = [sub, hub, weak = s->state()](auto snapshot) {
+    std::erase_if(snapshot,
+                  [&](const auto& b) { return !sub->wants(b->rank); });
+    kv_stream::announce(weak, hub->epoch(), hub->position(), snapshot.size());
     for (auto& b : snapshot)
-      if (sub->wants(b->rank))
-        sub->push(std::move(b));
+      sub->push(std::move(b));
     hub->subscribe(sub, std::nullopt);
   };
-  auto* s = new kv_stream(sub);
   s->start(); // waits for the snapshot's batches
   r.cfg.sys->spawn([idx, cb, weak = s->state()](caf::event_based_actor* self) {
     self

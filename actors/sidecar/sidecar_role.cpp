@@ -8,6 +8,7 @@
 #include "actors/indexer/indexer_actor.hpp"
 #include "actors/registrar/registrar.hpp"
 #include "actors/sidecar/event_hub.hpp"
+#include "actors/sidecar/kv_publisher.hpp"
 #include "actors/sidecar/lifecycle.hpp"
 #include "actors/sidecar/relay.hpp"
 #include "cluster/discovery.hpp"
@@ -129,6 +130,33 @@ void start_relay(runtime::role_context& ctx, lifecycle_config& cfg,
   ctx.stop_hooks.push_back([server] { server->stop(); });
 }
 
+// --event-plane nats: every batch the hub hands out is published too.
+void start_kv_publisher(runtime::role_context& ctx,
+                        std::shared_ptr<event_hub> hub,
+                        const std::string& worker_id) {
+  if (ctx.opts.get(opt::event_plane) != "nats")
+    return;
+  std::weak_ptr<runtime::health_state> weak = ctx.health;
+  auto plane = std::make_shared<cluster::nats_kv_plane>(
+    cluster::nats_config_from(ctx.opts, [weak](bool up) {
+      if (auto h = weak.lock())
+        h->set_component("event_plane",
+                         up ? "connected" : "disconnected: reconnecting");
+    }));
+  if (auto err = plane->open()) {
+    ctx.control->request_exit(2, "--event-plane nats: " + describe(err));
+    return;
+  }
+  ctx.health->set_component("event_plane",
+                            plane->connected() ? "connected" : "connecting");
+  auto publisher =
+    std::make_shared<kv_publisher>(std::move(hub), plane, worker_id);
+  ctx.stop_hooks.push_back([publisher, plane]() mutable {
+    publisher.reset();
+    plane.reset();
+  });
+}
+
 // GET /debug/index: the index as JSON (tests compare it with the engine's).
 void add_index_route(runtime::role_context& ctx,
                      runtime::slot_ptr<indexer::indexer_actor> indexer) {
@@ -173,6 +201,7 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
   icfg.listener = hub;
   auto cfg = lifecycle_config_from(ctx, slots);
   start_relay(ctx, cfg, hub, slots);
+  start_kv_publisher(ctx, hub, cfg.worker_id);
   // SIGTERM: the lifecycle withdraws the record before anything stops.
   ctx.pre_stop_hooks.push_back([lifecycle = slots.lifecycle] {
     if (auto l = lifecycle->get())

@@ -17,4 +17,12 @@ void to_proto(const kv_event& ev, openengine::v1::KvEvent* out);
 /// 8 bytes of "uint64"/"int64", or token ids that do not fill the blocks).
 std::optional<kv_event> from_proto(const openengine::v1::KvEvent& ev);
 
+/// Initial metadata of an outrider sidecar's SubscribeKvEvents stream with
+/// a snapshot: its event hub's epoch, the position (over all ranks) the
+/// snapshot holds, and how many batches (one per rank) the snapshot is.
+/// A follower of the NATS event plane resumes from there.
+inline constexpr const char* kv_epoch_key = "outrider-kv-epoch";
+inline constexpr const char* kv_position_key = "outrider-kv-position";
+inline constexpr const char* kv_batches_key = "outrider-kv-snapshot-batches";
+
 } // namespace outrider::kv

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <thread>
 
+#include "tests/e2e/nats_server.hpp"
 #include "tests/e2e/router_cluster.hpp"
 #include "tests/e2e/test_pki.hpp"
 
@@ -14,20 +15,6 @@ using namespace outrider::test;
 using json = nlohmann::json;
 
 namespace {
-
-struct nats_server {
-  uint16_t port = free_port();
-  temp_dir store;
-  std::unique_ptr<child_process> proc;
-  nats_server() { start(); }
-  void start() {
-    proc = std::make_unique<child_process>(std::vector<std::string>{
-      "/usr/sbin/nats-server", "-a", "127.0.0.1", "-p", std::to_string(port),
-      "-js", "-sd", store.str()});
-    REQUIRE(eventually([&] { return accepting(port); }, 10s));
-  }
-  std::string url() const { return "nats://127.0.0.1:" + std::to_string(port); }
-};
 
 std::vector<std::string> nats_flags(const nats_server& n) {
   return {"--discovery",     "nats", "--nats-url", n.url(),

@@ -21,21 +21,6 @@ using json = nlohmann::json;
 
 namespace {
 
-// Runs a prompt straight on an engine (to warm its cache).
-void warm(const sim_process& sim, const std::vector<uint32_t>& prompt,
-          int rank = -1) {
-  auto stub = vllm::Inference::NewStub(sim.channel());
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + 20s);
-  if (rank >= 0)
-    ctx.AddMetadata("x-data-parallel-rank", std::to_string(rank));
-  vllm::GenerateRequest req;
-  req.mutable_token_ids()->mutable_ids()->Add(prompt.begin(), prompt.end());
-  req.mutable_stopping()->set_max_new_tokens(1);
-  vllm::GenerateResponse resp;
-  REQUIRE(stub->Generate(&ctx, req, &resp).ok());
-}
-
 // Reads an SSE body: the token ids in order, and whether [DONE] came.
 std::pair<std::vector<uint32_t>, bool> read_sse(const std::string& body) {
   std::vector<uint32_t> toks;
@@ -61,23 +46,7 @@ std::pair<std::vector<uint32_t>, bool> read_sse(const std::string& body) {
 
 TEST_CASE("requests go to the worker that holds their prefix") {
   cluster c{2};
-  auto prefix_a = tokens(1000, 64); // 16 blocks of 4
-  auto prefix_b = tokens(9000, 64);
-  warm(*c.sims[0], prefix_a);
-  warm(*c.sims[1], prefix_b);
-  // The router learns both caches from the sidecars.
-  REQUIRE(eventually(
-    [&] { return c.router_metric("outrider_router_index_entries") >= 32; },
-    10s));
-  int hits = 0;
-  for (uint32_t i = 0; i < 10; ++i) {
-    auto suffix = tokens(20000 + 100 * i, 6);
-    auto ra = c.complete(concat(prefix_a, suffix), 2);
-    auto rb = c.complete(concat(prefix_b, suffix), 2);
-    for (const auto& r : {ra, rb})
-      hits += r["usage"]["prompt_tokens_details"]["cached_tokens"] == 64;
-  }
-  CHECK(hits >= 18); // >= 90%
+  check_prefix_routing(c);
   double cached = c.router_metric("outrider_router_cached_blocks_total");
   double prompt = c.router_metric("outrider_router_prompt_blocks_total");
   CHECK(cached / prompt >= 0.9 * 16.0 / 17.0);

@@ -10,6 +10,7 @@
 
 #include "tests/e2e/sidecar_process.hpp"
 #include "tests/e2e/sim_process.hpp"
+#include "vllm.grpc.pb.h"
 
 namespace outrider::test {
 
@@ -54,6 +55,21 @@ inline std::pair<int, std::string> http(uint16_t port,
   auto out = curl.output();
   auto nl = out.rfind('\n');
   return {std::atoi(out.c_str() + nl + 1), out.substr(0, nl)};
+}
+
+// Runs a prompt straight on an engine (to warm its cache).
+inline void warm(const sim_process& sim, const std::vector<uint32_t>& prompt,
+                 int rank = -1) {
+  auto stub = vllm::Inference::NewStub(sim.channel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+  if (rank >= 0)
+    ctx.AddMetadata("x-data-parallel-rank", std::to_string(rank));
+  vllm::GenerateRequest req;
+  req.mutable_token_ids()->mutable_ids()->Add(prompt.begin(), prompt.end());
+  req.mutable_stopping()->set_max_new_tokens(1);
+  vllm::GenerateResponse resp;
+  REQUIRE(stub->Generate(&ctx, req, &resp).ok());
 }
 
 // A sidecar's index of rank 0 equals its engine's cache (the simulator's
@@ -153,5 +169,31 @@ struct cluster {
     return nlohmann::json::parse(body);
   }
 };
+
+} // namespace outrider::test
+
+namespace outrider::test {
+
+// Two engines warmed with one prefix each: requests sharing a prefix go to
+// the worker that holds it (at least 9 in 10 find their 64 tokens cached).
+inline void check_prefix_routing(cluster& c) {
+  auto prefix_a = tokens(1000, 64); // 16 blocks of 4
+  auto prefix_b = tokens(9000, 64);
+  warm(*c.sims[0], prefix_a);
+  warm(*c.sims[1], prefix_b);
+  // The router learns both caches from the sidecars.
+  REQUIRE(eventually(
+    [&] { return c.router_metric("outrider_router_index_entries") >= 32; },
+    10s));
+  int hits = 0;
+  for (uint32_t i = 0; i < 10; ++i) {
+    auto suffix = tokens(20000 + 100 * i, 6);
+    auto ra = c.complete(concat(prefix_a, suffix), 2);
+    auto rb = c.complete(concat(prefix_b, suffix), 2);
+    for (const auto& r : {ra, rb})
+      hits += r["usage"]["prompt_tokens_details"]["cached_tokens"] == 64;
+  }
+  CHECK(hits >= 18); // >= 90%
+}
 
 } // namespace outrider::test
