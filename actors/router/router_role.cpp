@@ -55,6 +55,8 @@ struct router_parts {
   std::mutex models_mtx;
   std::vector<std::string> models;
   std::chrono::steady_clock::time_point models_at{};
+  std::atomic<bool> stopping{false};
+  std::thread readiness; // --role all: waits for its own workers
 };
 
 router_config router_config_from(const runtime::options& o) {
@@ -203,8 +205,30 @@ event_plane_from(runtime::role_context& ctx) {
   return plane;
 }
 
+// Ready when the frontends listen; with `workers` > 0 (--role all, whose
+// engines are its own) only once the router can place on that many.
+void declare_ready(runtime::role_context& ctx, router_parts& parts,
+                   size_t workers) {
+  ctx.health->set_component("frontend", "serving");
+  if (workers == 0)
+    return ctx.health->set_ready(true);
+  auto health = ctx.health;
+  auto& placeable = runtime::global_metrics().get_gauge(
+    "outrider_router_workers", "Workers the router can place requests on");
+  health->set_component("workers", "waiting for " + std::to_string(workers));
+  parts.readiness = std::thread([&parts, health, &placeable, workers] {
+    while (!parts.stopping && placeable.value() < static_cast<double>(workers))
+      std::this_thread::sleep_for(std::chrono::milliseconds{20});
+    if (parts.stopping)
+      return;
+    health->set_component("workers", std::to_string(workers) + " registered");
+    health->set_ready(true);
+  });
+}
+
 std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
-                                           const std::string& discovery_dir) {
+                                           const std::string& discovery_dir,
+                                           size_t ready_workers = 0) {
   const auto& o = ctx.opts;
   auto parts = std::make_shared<router_parts>();
   // With NATS, a router that loses its connection keeps the last known
@@ -237,15 +261,15 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
                                                     relay_creds, parts->plane);
   parts->dispatch = dispatcher_from(ctx, *parts);
   parts->dispatch->set_relay_credentials(relay_creds);
-  // Ready once every frontend listens.
-  if (tls && start_frontends(ctx, *parts, models_of(parts))) {
-    ctx.health->set_component("frontend", "serving");
-    ctx.health->set_ready(true);
-  }
+  if (tls && start_frontends(ctx, *parts, models_of(parts)))
+    declare_ready(ctx, *parts, ready_workers);
   // Shutdown: stop admitting at once, let requests in flight finish for
   // most of --shutdown-timeout, then end the rest.
   auto grace = o.get(opt::shutdown_timeout) * 3 / 4;
   ctx.pre_stop_hooks.push_back([parts, grace] {
+    parts->stopping = true;
+    if (parts->readiness.joinable())
+      parts->readiness.join();
     parts->dispatch->begin_shutdown();
     if (parts->frontend)
       parts->frontend->stop(grace);
@@ -324,17 +348,16 @@ std::vector<runtime::child_spec> all_children(runtime::role_context& ctx) {
   }
   spdlog::info("all: {} simulated engine(s) with sidecars; logs in {}",
                lc.engines, lc.log_dir);
-  auto parts = start_router(ctx, lc.discovery_dir);
+  auto parts =
+    start_router(ctx, lc.discovery_dir, static_cast<size_t>(lc.engines));
   auto demo = std::make_shared<std::thread>();
   auto requests = static_cast<int>(o.get(opt::demo_requests));
   if (requests > 0) {
     auto control = ctx.control;
-    *demo = std::thread([parts, control, requests, engines = lc.engines,
-                         mode = o.get(opt::router_mode)] {
-      // Wait (bounded) until every worker is registered.
-      for (int i = 0;
-           i < 600 && parts->disc->list().size() < static_cast<size_t>(engines);
-           ++i)
+    *demo = std::thread([parts, control, health = ctx.health, requests,
+                         engines = lc.engines, mode = o.get(opt::router_mode)] {
+      // Wait (bounded) until ready: every worker can be placed on.
+      for (int i = 0; i < 600 && !health->ready(); ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds{100});
       workload_config w;
       w.requests = requests;

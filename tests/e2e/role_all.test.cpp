@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/e2e/process.hpp"
+#include "tests/e2e/router_cluster.hpp"
 #include "tests/e2e/sidecar_process.hpp"
 
 using namespace outrider::test;
@@ -81,4 +82,26 @@ TEST_CASE("role all killed -9 takes its engines and sidecars with it, and "
       return true;
     },
     15s));
+}
+
+TEST_CASE("role all turns ready only once its own workers can be placed on") {
+  temp_dir work;
+  auto http_port = free_port();
+  auto status = free_port();
+  child_process all{{OUTRIDER_BIN, "--role", "all", "--sim-engines", "2",
+                     "--data-dir", work.str(), "--system-port",
+                     std::to_string(status), "--http-port",
+                     std::to_string(http_port), "--grpc-port", "0"}};
+  // Polled closely: the first 200 must already mean both workers.
+  REQUIRE(eventually([&] { return http_get(status, "/ready") == 200; }, 30s));
+  CHECK(metric_value(status, "outrider_router_workers") == 2);
+  std::string health;
+  http_get(status, "/health", &health);
+  CHECK_THAT(health, Catch::Matchers::Contains("2 registered"));
+  // And the first request is served, not refused with "no worker".
+  auto [code, body] =
+    http(http_port, "POST", "/v1/completions",
+         R"({"prompt": [1, 2, 3, 4, 5, 6, 7, 8], "max_tokens": 2})");
+  INFO(body);
+  CHECK(code == 200);
 }
