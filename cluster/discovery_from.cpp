@@ -20,6 +20,7 @@ nats_config nats_config_from(const runtime::options& o,
   c.bucket = o.get(opt::nats_bucket);
   c.ttl = o.get(opt::discovery_ttl);
   c.kv_subject = o.get(opt::nats_kv_subject);
+  c.booking_subject = o.get(opt::nats_booking_subject);
   c.creds_file = o.get(opt::nats_creds);
   c.token = o.get(opt::nats_token);
   c.user = o.get(opt::nats_user);

@@ -26,6 +26,8 @@ struct nats_config {
   /// The event plane's subject prefix: a worker's batches go to
   /// `<prefix>.<worker id>`.
   std::string kv_subject = "outrider.kv";
+  /// Where routers share their bookings.
+  std::string booking_subject = "outrider.bookings";
   // Credentials (at most one kind is used: creds file, token, user).
   std::string creds_file;
   std::string token;

@@ -42,6 +42,8 @@ struct option_key {
   X(discovery_dir, "discovery-dir", string)                                    \
   X(event_plane, "event-plane", string)                                        \
   X(nats_kv_subject, "nats-kv-subject", string)                                \
+  X(share_bookings, "share-bookings", boolean)                                 \
+  X(nats_booking_subject, "nats-booking-subject", string)                      \
   X(nats_url, "nats-url", string)                                              \
   X(nats_bucket, "nats-bucket", string)                                        \
   X(nats_creds, "nats-creds", string)                                          \

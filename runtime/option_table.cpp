@@ -113,6 +113,15 @@ std::vector<option_spec> make_specs() {
     make("nats-kv-subject", ot::string, "outrider.kv",
          "event plane nats: the subject prefix of the KV batches",
          "--nats-kv-subject prod.kv"),
+    make("share-bookings", ot::boolean, "false",
+         "router: tell the other routers over NATS what this one booked "
+         "where (request placed, prefilled, done) and count theirs in the "
+         "load, so replicas under a burst spread requests as one router "
+         "would",
+         "--share-bookings"),
+    make("nats-booking-subject", ot::string, "outrider.bookings",
+         "share-bookings: the subject the routers' booking notes go to",
+         "--nats-booking-subject prod.bookings"),
     make("nats-url", ot::string, "nats://127.0.0.1:4222",
          "discovery and event plane nats: the servers, comma-separated",
          "--nats-url nats://nats-0:4222,nats://nats-1:4222"),

@@ -21,6 +21,7 @@ struct router_stats {
   struct load_gauges {
     runtime::gauge* prefill = nullptr;
     runtime::gauge* decode = nullptr;
+    runtime::counter* placed = nullptr;
   };
   std::vector<load_gauges> per_slot;
   runtime::gauge* workers = nullptr;
@@ -58,7 +59,9 @@ struct router_stats {
                       "Prompt tokens routed to a rank and not yet computed",
                       labels),
          &m.get_gauge("outrider_router_active_decode_blocks",
-                      "KV blocks held by requests routed to a rank", labels)});
+                      "KV blocks held by requests routed to a rank", labels),
+         &m.get_counter("outrider_router_placed_total",
+                        "Requests this router placed on a rank", labels)});
     }
     auto l = p.load(slot);
     per_slot[slot].prefill->set(static_cast<double>(l.prefill_tokens));
@@ -66,18 +69,50 @@ struct router_stats {
   }
 };
 
+// How long a router may be silent before its bookings are forgotten.
+constexpr auto router_silence = std::chrono::seconds{5};
+constexpr auto tick_every = std::chrono::seconds{1};
+
 struct router_state {
   router_state() = default;
   std::unique_ptr<placement> core;
   router_stats stats;
+  booking_share share;
   static inline const char* name = "kv_router";
 };
 
 using self_ptr = kv_router_actor::stateful_pointer<router_state>;
 
-kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg) {
+using note_op = cluster::booking_note::op;
+
+// Tells the other routers (best effort).
+void tell(self_ptr self, note_op what, uint64_t key,
+          const route_request* req = nullptr) {
+  auto& st = self->state;
+  if (!st.share.bus)
+    return;
+  cluster::booking_note n;
+  if (what == note_op::add) {
+    auto found = st.core->note_of(key);
+    if (!found)
+      return;
+    n = std::move(*found);
+    if (req && req->tokens.size() <= cluster::max_note_blocks * 16)
+      n.blocks = st.core->sequence_of(req->tokens);
+  }
+  n.what = what;
+  n.key = key;
+  n.router_id = st.share.router_id;
+  st.share.bus->publish(n);
+}
+
+kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
+                                         booking_share share) {
   auto& st = self->state;
   st.stats = router_stats::make(cfg.mode);
+  st.share = std::move(share);
+  if (st.share.bus)
+    self->send(self, tick_atom::value);
   st.core = std::make_unique<placement>(
     std::move(cfg), [] { return placement::clock::now(); },
     std::random_device{}());
@@ -108,7 +143,9 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg) {
       auto& st = self->state;
       auto d = st.core->place(*req);
       if (d.ok) {
+        tell(self, note_op::add, d.key, req.get());
         st.stats.show_load(*st.core, d.slot);
+        st.stats.per_slot[d.slot].placed->inc();
         st.stats.decisions->inc();
         st.stats.prompt_blocks->inc(d.prompt_blocks);
         st.stats.cached_blocks->inc(d.overlap_blocks);
@@ -117,13 +154,32 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg) {
     },
     [=](prefilled_atom, uint64_t key) {
       auto& st = self->state;
-      if (auto slot = st.core->prefilled(key))
+      if (auto slot = st.core->prefilled(key)) {
+        tell(self, note_op::prefilled, key);
         st.stats.show_load(*st.core, *slot);
+      }
     },
     [=](release_atom, uint64_t key) {
       auto& st = self->state;
-      if (auto slot = st.core->release(key))
+      if (auto slot = st.core->release(key)) {
+        tell(self, note_op::release, key);
         st.stats.show_load(*st.core, *slot);
+      }
+    },
+    [=](booking_atom, const std::shared_ptr<const cluster::booking_note>& n) {
+      auto& st = self->state;
+      if (n->router_id == st.share.router_id)
+        return; // our own, back from NATS
+      if (auto slot = st.core->remote(*n))
+        st.stats.show_load(*st.core, *slot);
+    },
+    [=](tick_atom) {
+      auto& st = self->state;
+      tell(self, note_op::alive, 0);
+      st.core->expire_remote(placement::clock::now() - router_silence);
+      for (uint32_t s = 0; s < st.core->slots(); ++s)
+        st.stats.show_load(*st.core, s);
+      self->delayed_send(self, tick_every, tick_atom::value);
     },
     [=](index_atom) {
       nlohmann::json doc;
@@ -138,8 +194,9 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg) {
 
 } // namespace
 
-kv_router_actor spawn_kv_router(caf::actor_system& sys, router_config cfg) {
-  return sys.spawn(kv_router, std::move(cfg));
+kv_router_actor spawn_kv_router(caf::actor_system& sys, router_config cfg,
+                                booking_share share) {
+  return sys.spawn(kv_router, std::move(cfg), std::move(share));
 }
 
 } // namespace outrider::router

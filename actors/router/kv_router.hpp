@@ -11,6 +11,7 @@
 #include "actors/router/placement.hpp"
 #include "cluster/kv/kv_event.hpp"
 #include "cluster/messages.hpp"
+#include "cluster/nats_bookings.hpp"
 
 namespace outrider::router {
 
@@ -21,6 +22,8 @@ using place_atom = caf::atom_constant<caf::atom("place")>;
 using release_atom = caf::atom_constant<caf::atom("release")>;
 using prefilled_atom = caf::atom_constant<caf::atom("prefilled")>;
 using index_atom = caf::atom_constant<caf::atom("index")>;
+using booking_atom = caf::atom_constant<caf::atom("booking")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
 
 /// The router's brain: the worker set, the global KV index (router block
 /// hash per worker and rank) and the load it has sent each rank.
@@ -30,6 +33,9 @@ using index_atom = caf::atom_constant<caf::atom("index")>;
 ///   books the request's load there.
 /// - `(prefilled, key)`: its prompt is computed; `(release, key)`: done.
 /// - `(index)` -> JSON: the blocks held per worker and rank (debugging).
+/// - `(booking, note)`: another router's booking (--share-bookings); with
+///   a `share` connection the router tells the others its own, and once a
+///   second (`tick`) that it is alive and forgets silent routers' books.
 using kv_router_actor = caf::typed_actor<
   caf::reacts_to<worker_up_atom, cluster::worker_record>,
   caf::reacts_to<worker_down_atom, std::string>,
@@ -38,9 +44,18 @@ using kv_router_actor = caf::typed_actor<
                   std::shared_ptr<const route_request>>::with<route_decision>,
   caf::reacts_to<prefilled_atom, uint64_t>,
   caf::reacts_to<release_atom, uint64_t>,
-  caf::replies_to<index_atom>::with<std::string>>;
+  caf::replies_to<index_atom>::with<std::string>,
+  caf::reacts_to<booking_atom, std::shared_ptr<const cluster::booking_note>>,
+  caf::reacts_to<tick_atom>>;
 
-kv_router_actor spawn_kv_router(caf::actor_system& sys, router_config cfg);
+/// Where a router tells the others its bookings, and its name there.
+struct booking_share {
+  std::shared_ptr<cluster::nats_bookings> bus;
+  std::string router_id;
+};
+
+kv_router_actor spawn_kv_router(caf::actor_system& sys, router_config cfg,
+                                booking_share share = {});
 
 } // namespace outrider::router
 
@@ -49,3 +64,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(
   std::shared_ptr<const outrider::router::route_request>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(
   std::shared_ptr<const outrider::router::worker_events>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(
+  std::shared_ptr<const outrider::cluster::booking_note>)

@@ -15,6 +15,7 @@
 #include "actors/router/worker_selector.hpp"
 #include "cluster/discovery.hpp"
 #include "cluster/kv/kv_event.hpp"
+#include "cluster/nats_bookings.hpp"
 
 namespace outrider::router {
 
@@ -69,6 +70,8 @@ struct router_config {
   /// KV events arrive, and how many such blocks a rank may hold.
   std::chrono::milliseconds prediction_ttl{5000};
   size_t prediction_cap = 200000;
+  /// A shared booking never released is forgotten after this long.
+  std::chrono::milliseconds remote_booking_ttl{std::chrono::minutes{30}};
 };
 
 /// The load a (worker, rank) carries, as the router booked it.
@@ -104,6 +107,18 @@ class placement {
   /// goes. The slot whose load changed, if any.
   std::optional<uint32_t> prefilled(uint64_t key);
   std::optional<uint32_t> release(uint64_t key);
+
+  /// Other routers' bookings (--share-bookings): counted in their rank's
+  /// load, and their prompts' blocks predicted there, as if placed here.
+  /// The slot whose load changed, if any (placement_remote.cpp).
+  std::optional<uint32_t> remote(const cluster::booking_note& n);
+  /// Drops the bookings of routers silent since `cutoff`, and any older
+  /// than cfg.remote_booking_ttl (a lost release). How many went.
+  size_t expire_remote(clock::time_point cutoff);
+  /// The prompt's block hashes as this router predicts them.
+  std::vector<uint64_t> sequence_of(const std::vector<uint32_t>& tokens) const;
+  /// What local booking `key` put where, to tell the other routers.
+  std::optional<cluster::booking_note> note_of(uint64_t key) const;
 
   slot_load load(uint32_t slot) const;
   size_t slots() const { return slots_.size(); }
@@ -155,6 +170,14 @@ class placement {
   std::vector<std::unordered_map<uint64_t, clock::time_point>> predicted_;
   std::unordered_map<uint64_t, booking> bookings_;
   uint64_t next_key_ = 1;
+  // Other routers' bookings live in bookings_ too, under keys of their own.
+  struct remote_ref {
+    uint64_t key = 0; // in bookings_
+    clock::time_point at;
+  };
+  std::map<std::pair<std::string, uint64_t>, remote_ref> remote_;
+  std::map<std::string, clock::time_point> routers_seen_;
+  uint64_t next_remote_key_ = uint64_t{1} << 63;
   uint64_t round_robin_ = 0;
 };
 

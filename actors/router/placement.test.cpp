@@ -2,30 +2,14 @@
 
 #include <catch2/catch.hpp>
 
+#include "actors/router/placement_fixtures.hpp"
+
 using namespace outrider;
 using namespace outrider::router;
+using namespace outrider::router::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-// A clock the test moves by hand.
-struct manual_clock {
-  placement::clock::time_point t{};
-  placement::clock_fn fn() {
-    return [this] { return t; };
-  }
-};
-
-cluster::worker_record worker(const std::string& id) {
-  cluster::worker_record r;
-  r.worker_id = id;
-  r.instance_id = "i-" + id;
-  r.model = "m";
-  r.relay_endpoint = id + ":1";
-  r.kv_block_size = 4;
-  r.data_parallel_size = 1;
-  return r;
-}
 
 std::vector<uint32_t> prompt(uint32_t base, size_t n = 16) {
   std::vector<uint32_t> t(n);

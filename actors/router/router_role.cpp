@@ -3,9 +3,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
+#include <random>
 #include <set>
 #include <sys/wait.h>
 #include <thread>
+#include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
@@ -49,6 +51,7 @@ struct router_parts {
   std::unique_ptr<grpc_frontend> grpc;
   std::optional<cluster::tls_material> tls;      // --tls-*
   std::shared_ptr<cluster::nats_kv_plane> plane; // --event-plane nats
+  booking_share share;                           // --share-bookings
   runtime::slot_ptr<kv_router_actor> brain =
     std::make_shared<runtime::actor_slot<kv_router_actor>>();
   router_config config;
@@ -226,6 +229,39 @@ void declare_ready(runtime::role_context& ctx, router_parts& parts,
   });
 }
 
+// --share-bookings: this router's name and the NATS subject the routers
+// tell each other their bookings on; theirs go to the router actor.
+booking_share
+booking_share_from(runtime::role_context& ctx,
+                   const runtime::slot_ptr<kv_router_actor>& brain) {
+  if (!ctx.opts.get(opt::share_bookings))
+    return {};
+  booking_share share;
+  char host[256] = "router";
+  gethostname(host, sizeof(host) - 1);
+  std::random_device rd;
+  char tag[16];
+  std::snprintf(tag, sizeof(tag), "%08x", rd());
+  share.router_id = std::string{host} + "-" + tag;
+  share.bus = std::make_shared<cluster::nats_bookings>(
+    cluster::nats_config_from(ctx.opts));
+  auto err = share.bus->open();
+  if (!err)
+    err = share.bus->subscribe([brain](cluster::booking_note n) {
+      if (auto b = brain->get())
+        caf::anon_send(
+          b, booking_atom::value,
+          std::make_shared<const cluster::booking_note>(std::move(n)));
+    });
+  if (err) {
+    ctx.control->request_exit(2, "--share-bookings: " + describe(err));
+    return {};
+  }
+  spdlog::info("router: sharing bookings as {} on {}", share.router_id,
+               ctx.opts.get(opt::nats_booking_subject));
+  return share;
+}
+
 std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
                                            const std::string& discovery_dir,
                                            size_t ready_workers = 0) {
@@ -246,6 +282,7 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
     ctx.health->set_component("discovery",
                               n->connected() ? "connected" : "connecting");
   parts->config = router_config_from(o);
+  parts->share = booking_share_from(ctx, parts->brain);
   add_index_route(ctx, parts->brain);
   // Bad TLS settings: exit 2, and nothing listens meanwhile (never in
   // plaintext when TLS was asked for).
@@ -285,10 +322,11 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
 // The router actor under the supervisor; every incarnation is published in
 // the slot the watcher and the dispatcher use.
 runtime::child_spec router_child(const std::shared_ptr<router_parts>& parts) {
-  return runtime::supervised("kv_router", parts->brain,
-                             [cfg = parts->config](caf::actor_system& sys) {
-                               return spawn_kv_router(sys, cfg);
-                             });
+  return runtime::supervised(
+    "kv_router", parts->brain,
+    [cfg = parts->config, share = parts->share](caf::actor_system& sys) {
+      return spawn_kv_router(sys, cfg, share);
+    });
 }
 
 } // namespace

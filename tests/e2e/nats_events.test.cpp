@@ -21,11 +21,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::vector<std::string> fleet_flags(const nats_server& n) {
-  return {"--discovery",     "nats", "--nats-url",    n.url(),
-          "--discovery-ttl", "2s",   "--event-plane", "nats"};
-}
-
 // The router's index: worker -> rank -> sorted engine block hashes.
 json router_index(uint16_t status) {
   std::string body;
@@ -52,29 +47,6 @@ bool matches_engines(const json& index, const cluster& c) {
   }
   return held > 0;
 }
-
-// Another router on the same fleet, with its own ports.
-struct extra_router {
-  uint16_t http = free_port();
-  uint16_t status = free_port();
-  child_process proc;
-  explicit extra_router(const std::vector<std::string>& flags)
-    : proc([&] {
-        std::vector<std::string> a{OUTRIDER_BIN,
-                                   "--role",
-                                   "router",
-                                   "--http-port",
-                                   std::to_string(http),
-                                   "--system-port",
-                                   std::to_string(status),
-                                   "--grpc-port",
-                                   "0"};
-        a.insert(a.end(), flags.begin(), flags.end());
-        return a;
-      }()) {
-    REQUIRE(eventually([&] { return http_get(status, "/ready") == 200; }, 10s));
-  }
-};
 
 std::string gap_series() {
   return R"(outrider_router_kv_resyncs_total{reason="gap"})";
