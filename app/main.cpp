@@ -39,6 +39,11 @@ int run_main(int argc, char** argv) {
       return 2;
     }
   }
+  if (opts.get(opt::check_config)) {
+    std::printf("outrider: configuration ok (role %s)\n%s", role.c_str(),
+                runtime::describe_settings(opts).c_str());
+    return 0;
+  }
   runtime::setup_logging(opts.get(opt::log_level), opts.get(opt::log_format));
   return runtime::run_process(opts, role == "router" ? router::router_children
                                     : role == "all"

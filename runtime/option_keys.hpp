@@ -40,6 +40,7 @@ struct option_key {
   X(data_dir, "data-dir", string)                                              \
   X(discovery, "discovery", string)                                            \
   X(discovery_dir, "discovery-dir", string)                                    \
+  X(check_config, "check-config", boolean)                                     \
   X(event_plane, "event-plane", string)                                        \
   X(nats_kv_subject, "nats-kv-subject", string)                                \
   X(share_bookings, "share-bookings", boolean)                                 \

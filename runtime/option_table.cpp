@@ -104,6 +104,11 @@ std::vector<option_spec> make_specs() {
          "where workers are registered: file (one host), nats (a fleet: a "
          "JetStream key-value bucket), memory (tests)",
          "--discovery nats", {"file", "nats", "memory"}),
+    make("check-config", ot::boolean, "false",
+         "validate the options (flags, OUTRIDER_* variables, --config) and "
+         "exit: 0 and the settings that differ from the defaults when "
+         "valid, 2 and the reason when not; opens no file and no socket",
+         "outrider --config fleet-router.yaml --check-config"),
     make("event-plane", ot::string, "grpc",
          "how routers learn the sidecars' KV events: grpc (each router "
          "subscribes to each sidecar) or nats (sidecars publish once on "

@@ -198,4 +198,22 @@ parse_outcome parse_options(const std::vector<std::string>& args,
   return out;
 }
 
+std::string describe_settings(const options& opts) {
+  std::string out;
+  for (const auto& spec : option_specs()) {
+    auto src = opts.source(spec.key);
+    if (src == option_source::default_value)
+      continue;
+    bool secret = spec.key.find("password") != std::string::npos ||
+                  spec.key.find("token") != std::string::npos;
+    out += "  " + spec.key + " = " +
+           (secret ? "***" : opts.get_string(spec.key)) + " (from " +
+           (src == option_source::flag  ? "flag"
+            : src == option_source::env ? "environment"
+                                        : "config file") +
+           ")\n";
+  }
+  return out;
+}
+
 } // namespace outrider::runtime

@@ -102,6 +102,11 @@ parse_outcome parse_options(const std::vector<std::string>& args,
 parse_outcome parse_flags(const std::vector<option_spec>& specs,
                           const std::vector<std::string>& args);
 
+/// The settings that differ from their defaults, one `key = value (from
+/// flag|environment|config file)` line each, secrets (tokens, passwords)
+/// shown as `***`: what `--check-config` prints.
+std::string describe_settings(const options& opts);
+
 /// The spec of `key` in `specs`, or null.
 const option_spec* find_option(const std::vector<option_spec>& specs,
                                const std::string& key);

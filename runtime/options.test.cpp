@@ -299,3 +299,21 @@ TEST_CASE("a table of one's own: parse_flags with number ranges") {
   REQUIRE(typo.what == parse_outcome::error);
   CHECK_THAT(typo.message, Contains("did you mean 'speed'"));
 }
+
+TEST_CASE("check-config lists what differs from the defaults, secrets "
+          "masked") {
+  auto r = parse({"--role", "router", "--check-config", "--router-mode",
+                  "random", "--nats-token", "s3cr3t"},
+                 {{"OUTRIDER_NATS_PASSWORD", "hunter2"}});
+  INFO(r.message);
+  REQUIRE(r.what == parse_outcome::ok);
+  auto text = describe_settings(r.opts);
+  CHECK_THAT(text,
+             Catch::Matchers::Contains("router-mode = random (from flag)"));
+  CHECK_THAT(text, Catch::Matchers::Contains("nats-token = *** (from flag)"));
+  CHECK_THAT(
+    text, Catch::Matchers::Contains("nats-password = *** (from environment)"));
+  CHECK(text.find("s3cr3t") == std::string::npos);
+  CHECK(text.find("hunter2") == std::string::npos);
+  CHECK(text.find("http-port") == std::string::npos); // a default
+}
