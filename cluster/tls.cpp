@@ -88,4 +88,14 @@ channel_credentials(const std::optional<tls_material>& m) {
   return grpc::SslCredentials(o);
 }
 
+std::shared_ptr<grpc::Channel>
+relay_channel(const std::string& endpoint,
+              const std::shared_ptr<grpc::ChannelCredentials>& creds,
+              const std::string& server_name) {
+  grpc::ChannelArguments args;
+  if (!server_name.empty())
+    args.SetSslTargetNameOverride(server_name);
+  return grpc::CreateCustomChannel(endpoint, creds, args);
+}
+
 } // namespace outrider::cluster

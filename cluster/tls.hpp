@@ -45,4 +45,13 @@ server_credentials(const std::optional<tls_material>& m);
 std::shared_ptr<grpc::ChannelCredentials>
 channel_credentials(const std::optional<tls_material>& m);
 
+/// A channel to a relay. With a `server_name` (--tls-server-name) TLS
+/// checks the relay's certificate against that name instead of the address
+/// dialled: one certificate for every sidecar of a fleet, whose relays are
+/// reached at pod IPs no certificate names.
+std::shared_ptr<grpc::Channel>
+relay_channel(const std::string& endpoint,
+              const std::shared_ptr<grpc::ChannelCredentials>& creds,
+              const std::string& server_name);
+
 } // namespace outrider::cluster

@@ -42,6 +42,7 @@ struct option_key {
   X(discovery_dir, "discovery-dir", string)                                    \
   X(check_config, "check-config", boolean)                                     \
   X(event_plane, "event-plane", string)                                        \
+  X(tls_server_name, "tls-server-name", string)                                \
   X(nats_kv_subject, "nats-kv-subject", string)                                \
   X(share_bookings, "share-bookings", boolean)                                 \
   X(nats_booking_subject, "nats-booking-subject", string)                      \

@@ -178,6 +178,11 @@ std::vector<option_spec> make_specs() {
          "require client certificates (mutual TLS) and clients verify "
          "servers against it (default: the system's roots)",
          "--tls-ca /etc/outrider/tls/ca.crt"),
+    make("tls-server-name", ot::string, "",
+         "router: the name sidecars' certificates must carry (default: the "
+         "address dialled): one certificate for a fleet whose relays are "
+         "reached at pod IPs",
+         "--tls-server-name outrider-worker"),
     make("relay-max-streams", ot::integer, "10000",
          "sidecar: Generate streams the relay carries at once; beyond: "
          "RESOURCE_EXHAUSTED",

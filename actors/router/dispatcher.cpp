@@ -10,6 +10,8 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "cluster/tls.hpp"
+
 namespace outrider::router {
 
 namespace {
@@ -147,9 +149,9 @@ dispatcher::channel_for(const std::string& endpoint, bool relay) {
   std::lock_guard<std::mutex> guard{mtx_};
   auto& ch = channels_[endpoint];
   if (!ch)
-    ch = grpc::CreateChannel(endpoint, relay && relay_creds_
-                                         ? relay_creds_
-                                         : grpc::InsecureChannelCredentials());
+    ch = relay && relay_creds_
+           ? cluster::relay_channel(endpoint, relay_creds_, relay_server_name_)
+           : grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
   return ch;
 }
 

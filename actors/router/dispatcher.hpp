@@ -67,8 +67,10 @@ class dispatcher {
   }
   /// How calls to the sidecars' relays are secured (--tls-*); engines are
   /// spoken to in plaintext. Set before the first request.
-  void set_relay_credentials(std::shared_ptr<grpc::ChannelCredentials> c) {
+  void set_relay_credentials(std::shared_ptr<grpc::ChannelCredentials> c,
+                             std::string tls_server_name = {}) {
     relay_creds_ = std::move(c);
+    relay_server_name_ = std::move(tls_server_name);
   }
 
   /// From now on a broken stream is not migrated and nothing waits in the
@@ -137,6 +139,7 @@ class dispatcher {
   std::optional<double> queue_threshold_;
   bool direct_ = false; // --dispatch direct: straight to the engines
   std::shared_ptr<grpc::ChannelCredentials> relay_creds_;
+  std::string relay_server_name_; // --tls-server-name
   std::chrono::milliseconds request_timeout_{std::chrono::minutes{30}};
   stats stats_ = stats::make();
   std::atomic<uint64_t> next_id_{0};

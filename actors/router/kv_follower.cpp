@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cluster/kv/kv_proto.hpp"
+#include "cluster/tls.hpp"
 #include "openengine.grpc.pb.h"
 #include "runtime/metrics.hpp"
 
@@ -52,9 +53,11 @@ struct kv_follower::snapshot_result {
 
 kv_follower::kv_follower(cluster::worker_record record,
                          runtime::slot_ptr<kv_router_actor> router,
-                         std::shared_ptr<grpc::ChannelCredentials> creds)
+                         std::shared_ptr<grpc::ChannelCredentials> creds,
+                         std::string tls_server_name)
   : record_(std::move(record)), router_(std::move(router)),
-    creds_(std::move(creds)), resync_reason_("start") {
+    creds_(std::move(creds)), server_name_(std::move(tls_server_name)),
+    resync_reason_("start") {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -150,8 +153,8 @@ void kv_follower::deliver(int rank, bool reset, const oe::KvEventBatch& batch) {
 }
 
 bool kv_follower::take_snapshot(snapshot_result& out) {
-  auto stub =
-    oe::Control::NewStub(grpc::CreateChannel(record_.relay_endpoint, creds_));
+  auto stub = oe::Control::NewStub(
+    cluster::relay_channel(record_.relay_endpoint, creds_, server_name_));
   auto ctx = std::make_shared<grpc::ClientContext>();
   ctx->set_deadline(std::chrono::system_clock::now() + snapshot_deadline);
   {

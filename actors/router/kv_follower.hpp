@@ -29,7 +29,8 @@ class kv_follower {
  public:
   kv_follower(cluster::worker_record record,
               runtime::slot_ptr<kv_router_actor> router,
-              std::shared_ptr<grpc::ChannelCredentials> creds);
+              std::shared_ptr<grpc::ChannelCredentials> creds,
+              std::string tls_server_name = {});
   ~kv_follower(); // stops the thread, cancels a snapshot in progress
 
   kv_follower(const kv_follower&) = delete;
@@ -53,6 +54,7 @@ class kv_follower {
   cluster::worker_record record_;
   runtime::slot_ptr<kv_router_actor> router_;
   std::shared_ptr<grpc::ChannelCredentials> creds_;
+  std::string server_name_;
   std::mutex mtx_;
   std::condition_variable wake_;
   bool stopping_ = false;     // guarded by mtx_

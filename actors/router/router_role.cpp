@@ -294,10 +294,11 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
     parts->tls = *tls;
   auto relay_creds = cluster::channel_credentials(parts->tls);
   parts->plane = event_plane_from(ctx);
-  parts->watcher = std::make_unique<worker_watcher>(parts->disc, parts->brain,
-                                                    relay_creds, parts->plane);
+  const auto& server_name = o.get(opt::tls_server_name);
+  parts->watcher = std::make_unique<worker_watcher>(
+    parts->disc, parts->brain, relay_creds, parts->plane, server_name);
   parts->dispatch = dispatcher_from(ctx, *parts);
-  parts->dispatch->set_relay_credentials(relay_creds);
+  parts->dispatch->set_relay_credentials(relay_creds, server_name);
   if (tls && start_frontends(ctx, *parts, models_of(parts)))
     declare_ready(ctx, *parts, ready_workers);
   // Shutdown: stop admitting at once, let requests in flight finish for

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cluster/kv/kv_proto.hpp"
+#include "cluster/tls.hpp"
 #include "openengine.grpc.pb.h"
 #include "runtime/metrics.hpp"
 
@@ -30,8 +31,9 @@ struct worker_watcher::subscription {
   }
 
   void run(std::string endpoint, runtime::slot_ptr<kv_router_actor> router,
-           std::shared_ptr<grpc::ChannelCredentials> creds) {
-    auto channel = grpc::CreateChannel(endpoint, creds);
+           std::shared_ptr<grpc::ChannelCredentials> creds,
+           std::string server_name) {
+    auto channel = cluster::relay_channel(endpoint, creds, server_name);
     auto stub = oe::Control::NewStub(channel);
     auto& bad = runtime::global_metrics().get_counter(
       "outrider_router_events_rejected_total",
@@ -79,9 +81,11 @@ struct worker_watcher::subscription {
 worker_watcher::worker_watcher(std::shared_ptr<cluster::discovery> disc,
                                runtime::slot_ptr<kv_router_actor> router,
                                std::shared_ptr<grpc::ChannelCredentials> creds,
-                               std::shared_ptr<cluster::nats_kv_plane> plane)
+                               std::shared_ptr<cluster::nats_kv_plane> plane,
+                               std::string tls_server_name)
   : disc_(std::move(disc)), router_(std::move(router)),
-    creds_(std::move(creds)), plane_(std::move(plane)) {
+    creds_(std::move(creds)), server_name_(std::move(tls_server_name)),
+    plane_(std::move(plane)) {
   if (plane_) {
     plane_connections_ = plane_->connections();
     auto err = plane_->subscribe([this](cluster::kv_plane_message m) {
@@ -97,7 +101,7 @@ worker_watcher::worker_watcher(std::shared_ptr<cluster::discovery> disc,
 
 void worker_watcher::follow(const cluster::worker_record& r) {
   if (plane_) {
-    auto f = std::make_unique<kv_follower>(r, router_, creds_);
+    auto f = std::make_unique<kv_follower>(r, router_, creds_, server_name_);
     std::unique_ptr<kv_follower> old;
     {
       std::lock_guard<std::mutex> guard{followers_mtx_};
@@ -108,8 +112,9 @@ void worker_watcher::follow(const cluster::worker_record& r) {
   auto sub = std::make_unique<subscription>();
   sub->worker_id = r.worker_id;
   auto* raw = sub.get();
-  sub->thread = std::thread([raw, ep = r.relay_endpoint, rt = router_,
-                             creds = creds_] { raw->run(ep, rt, creds); });
+  sub->thread =
+    std::thread([raw, ep = r.relay_endpoint, rt = router_, creds = creds_,
+                 name = server_name_] { raw->run(ep, rt, creds, name); });
   subs_[r.worker_id] = std::move(sub);
 }
 

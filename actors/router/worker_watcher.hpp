@@ -35,7 +35,8 @@ class worker_watcher {
                  runtime::slot_ptr<kv_router_actor> router,
                  std::shared_ptr<grpc::ChannelCredentials> creds =
                    grpc::InsecureChannelCredentials(),
-                 std::shared_ptr<cluster::nats_kv_plane> plane = nullptr);
+                 std::shared_ptr<cluster::nats_kv_plane> plane = nullptr,
+                 std::string tls_server_name = {});
   ~worker_watcher(); // stops every thread
 
   worker_watcher(const worker_watcher&) = delete;
@@ -50,6 +51,7 @@ class worker_watcher {
   std::shared_ptr<cluster::discovery> disc_;
   runtime::slot_ptr<kv_router_actor> router_;
   std::shared_ptr<grpc::ChannelCredentials> creds_;
+  std::string server_name_; // --tls-server-name
   uint64_t generation_ = 0; // of the router actor we told
   std::atomic<bool> stopping_{false};
   std::map<std::string, cluster::worker_record> known_;

@@ -39,9 +39,11 @@ struct pki {
              "/CN=" + name, "-keyout", path(name + ".key"), "-out",
              path(name + ".crt")});
   }
-  void make_leaf(const std::string& name, const std::string& ca) {
+  void make_leaf(const std::string& name, const std::string& ca,
+                 const std::string& san = "IP:127.0.0.1") {
     std::ofstream(path("ext.cnf"))
-      << "subjectAltName=IP:127.0.0.1\n"
+      << "subjectAltName=" << san
+      << "\n"
          "extendedKeyUsage=serverAuth,clientAuth\n";
     openssl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
              "-nodes", "-subj", "/CN=" + name, "-keyout", path(name + ".key"),

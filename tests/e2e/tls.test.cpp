@@ -4,6 +4,8 @@
 // committed: a CA, a certificate it signs for 127.0.0.1 (server and client
 // use), and a stranger signed by another CA.
 
+#include <csignal>
+
 #include <grpcpp/grpcpp.h>
 
 #include "openengine.grpc.pb.h"
@@ -37,14 +39,9 @@ grpc::Status generate(const std::string& endpoint,
   return reader->Finish();
 }
 
-} // namespace
-
-TEST_CASE("mutual TLS between the router and its sidecars, and on the "
-          "router's gRPC frontend") {
-  pki certs;
-  cluster c{1, {}, certs.flags(), certs.flags()};
-  // Through the router: Generate on the TLS relay, the KV stream too (the
-  // router learns the prefix and counts the hit on the second request).
+// Through the router: Generate on the TLS relay, the KV stream too (the
+// router learns the prefix and counts the hit on the second request).
+void uses_relay(cluster& c) {
   auto prompt = tokens(1, 32);
   CHECK(c.complete(prompt, 4)["choices"].size() == 1);
   CHECK(eventually(
@@ -53,6 +50,15 @@ TEST_CASE("mutual TLS between the router and its sidecars, and on the "
       return c.router_metric("outrider_router_cached_blocks_total") > 0;
     },
     15s));
+}
+
+} // namespace
+
+TEST_CASE("mutual TLS between the router and its sidecars, and on the "
+          "router's gRPC frontend") {
+  pki certs;
+  cluster c{1, {}, certs.flags(), certs.flags()};
+  uses_relay(c);
   const auto relay = c.sides[0]->relay_endpoint();
   // The relay refuses plaintext and certificates from another CA.
   CHECK_FALSE(generate(relay, grpc::InsecureChannelCredentials()).ok());
@@ -67,6 +73,29 @@ TEST_CASE("mutual TLS between the router and its sidecars, and on the "
   n = 0;
   CHECK(generate(front, certs.client("tls"), &n).ok());
   CHECK(n == 3);
+}
+
+TEST_CASE("one certificate for a fleet: relays reached at an address no "
+          "certificate names, checked against --tls-server-name") {
+  pki certs;
+  certs.make_leaf("fleet", "ca", "DNS:outrider-worker");
+  std::vector<std::string> fleet{"--tls-cert", certs.path("fleet.crt"),
+                                 "--tls-key",  certs.path("fleet.key"),
+                                 "--tls-ca",   certs.path("ca.crt")};
+  auto named = fleet;
+  named.insert(named.end(), {"--tls-server-name", "outrider-worker"});
+  cluster c{1, {}, named, fleet};
+  uses_relay(c);
+  // Without the name, the same certificate does not match 127.0.0.1.
+  c.router->signal(SIGTERM);
+  REQUIRE(c.router->wait(15s));
+  auto plain = fleet;
+  plain.insert(plain.end(), {"--migration-limit", "0"});
+  c.start_router(plain);
+  auto [code, body] =
+    http(c.http_port, "POST", "/v1/completions",
+         nlohmann::json{{"prompt", tokens(1, 8)}, {"max_tokens", 2}}.dump());
+  CHECK(code >= 500);
 }
 
 TEST_CASE("a router without TLS cannot use a TLS sidecar") {
