@@ -43,6 +43,7 @@ struct option_key {
   X(check_config, "check-config", boolean)                                     \
   X(event_plane, "event-plane", string)                                        \
   X(tls_server_name, "tls-server-name", string)                                \
+  X(http_tls, "http-tls", boolean)                                             \
   X(nats_kv_subject, "nats-kv-subject", string)                                \
   X(share_bookings, "share-bookings", boolean)                                 \
   X(nats_booking_subject, "nats-booking-subject", string)                      \

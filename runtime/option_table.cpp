@@ -178,6 +178,11 @@ std::vector<option_spec> make_specs() {
          "require client certificates (mutual TLS) and clients verify "
          "servers against it (default: the system's roots)",
          "--tls-ca /etc/outrider/tls/ca.crt"),
+    make("http-tls", ot::boolean, "false",
+         "router: serve the HTTP frontend over TLS with --tls-cert and "
+         "--tls-key; with --tls-ca clients must present a certificate it "
+         "signed (the status server stays plaintext for probes)",
+         "--http-tls"),
     make("tls-server-name", ot::string, "",
          "router: the name sidecars' certificates must carry (default: the "
          "address dialled): one certificate for a fleet whose relays are "

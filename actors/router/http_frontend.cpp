@@ -34,6 +34,9 @@ http_frontend::~http_frontend() {
 }
 
 caf::error http_frontend::start(const std::string& host, uint16_t port) {
+  if (cfg_.tls)
+    if (auto err = server_.use_tls(cfg_.tls->cert, cfg_.tls->key, cfg_.tls->ca))
+      return err;
   return server_.start(host, port);
 }
 

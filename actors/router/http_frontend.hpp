@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,11 @@ struct frontend_config {
   /// Requests generating at once (none holds a thread: the dispatcher is
   /// asynchronous); beyond it: 503 with Retry-After.
   size_t max_in_flight = 10000;
+  /// --http-tls: the certificate chain, key and (mutual TLS) CA, as PEM.
+  struct tls_pem {
+    std::string cert, key, ca;
+  };
+  std::optional<tls_pem> tls;
 };
 
 /// The OpenAI-compatible HTTP frontend on the asynchronous HTTP server:

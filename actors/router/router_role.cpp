@@ -135,15 +135,25 @@ bool start_frontends(runtime::role_context& ctx, router_parts& parts,
                      const std::function<std::vector<std::string>()>& models) {
   const auto& o = ctx.opts;
   const auto& host = o.get(opt::http_host);
-  parts.frontend = std::make_unique<http_frontend>(*parts.dispatch, models,
-                                                   frontend_config_from(o));
+  auto fc = frontend_config_from(o);
+  if (o.get(opt::http_tls)) {
+    if (!parts.tls) {
+      ctx.control->request_exit(2, "--http-tls needs --tls-cert and --tls-key");
+      return false;
+    }
+    fc.tls =
+      frontend_config::tls_pem{parts.tls->cert, parts.tls->key, parts.tls->ca};
+  }
+  parts.frontend =
+    std::make_unique<http_frontend>(*parts.dispatch, models, std::move(fc));
   if (auto err = parts.frontend->start(
         host, static_cast<uint16_t>(o.get(opt::http_port)))) {
     ctx.control->request_exit(1, "frontend: " + describe(err));
     return false;
   }
-  spdlog::info("router: OpenAI-compatible frontend on {}:{} ({} mode)", host,
-               parts.frontend->port(), parts.config.mode);
+  spdlog::info("router: OpenAI-compatible frontend on {}:{} ({} mode{})", host,
+               parts.frontend->port(), parts.config.mode,
+               o.get(opt::http_tls) ? ", TLS" : "");
   auto port = o.get(opt::grpc_port);
   if (port <= 0)
     return true;

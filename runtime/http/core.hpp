@@ -6,6 +6,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <condition_variable>
 #include <map>
@@ -33,6 +34,7 @@ enum class http_refusal {
   version,
   too_many_connections,
   slow_reader,
+  tls_handshake,
 };
 
 struct http_server_core {
@@ -59,6 +61,8 @@ struct http_server_core {
   std::mutex mtx;
   std::condition_variable all_closed;
   std::map<const void*, std::function<void()>> closers; // guarded by mtx
+
+  std::shared_ptr<net::ssl::context> tls; // null: plaintext
 
   gauge* connections = nullptr;
   counter* accept_errors = nullptr;

@@ -11,8 +11,9 @@ namespace outrider::runtime {
 namespace {
 
 constexpr const char* refusal_names[] = {
-  "malformed",    "bad_utf8", "header_too_large",     "body_too_large",
-  "read_timeout", "version",  "too_many_connections", "slow_reader",
+  "malformed",     "bad_utf8", "header_too_large",     "body_too_large",
+  "read_timeout",  "version",  "too_many_connections", "slow_reader",
+  "tls_handshake",
 };
 
 // Over the connection limit: one write of a canned answer, then close.
@@ -109,6 +110,34 @@ http_server::http_server(std::string name, handler h, http_limits lim)
 
 http_server::~http_server() {
   stop();
+}
+
+caf::error http_server::use_tls(const std::string& cert_pem,
+                                const std::string& key_pem,
+                                const std::string& ca_pem) {
+  auto ctx = std::make_shared<net::ssl::context>(net::ssl::context::tls_server);
+  boost::system::error_code ec;
+  ctx->set_options(net::ssl::context::default_workarounds |
+                     net::ssl::context::no_sslv2 | net::ssl::context::no_sslv3 |
+                     net::ssl::context::no_tlsv1 |
+                     net::ssl::context::no_tlsv1_1,
+                   ec);
+  if (!ec)
+    ctx->use_certificate_chain(net::buffer(cert_pem), ec);
+  if (!ec)
+    ctx->use_private_key(net::buffer(key_pem), net::ssl::context::pem, ec);
+  if (!ec && !ca_pem.empty()) {
+    // Mutual TLS: a client certificate the CA signed, or no connection.
+    ctx->add_certificate_authority(net::buffer(ca_pem), ec);
+    if (!ec)
+      ctx->set_verify_mode(
+        net::ssl::verify_peer | net::ssl::verify_fail_if_no_peer_cert, ec);
+  }
+  if (ec) // never the key's contents in the message
+    return make_error(errc::invalid_argument,
+                      core_->name + " TLS: " + ec.message());
+  core_->tls = std::move(ctx);
+  return {};
 }
 
 caf::error http_server::start(const std::string& host, uint16_t port) {

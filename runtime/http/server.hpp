@@ -39,6 +39,11 @@ class http_server {
   http_server(const http_server&) = delete;
   http_server& operator=(const http_server&) = delete;
 
+  /// Serves TLS (1.2 and later) with this certificate chain and key (PEM
+  /// contents); with a CA, clients must present a certificate it signed.
+  /// Before start(); `invalid_argument` when OpenSSL refuses them.
+  caf::error use_tls(const std::string& cert_pem, const std::string& key_pem,
+                     const std::string& ca_pem = {});
   /// Binds and starts serving; `bind_failed` when it cannot.
   caf::error start(const std::string& host, uint16_t port);
   uint16_t port() const { return port_; }

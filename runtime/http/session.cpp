@@ -76,8 +76,8 @@ int check_header(const http::request_parser<http::string_body>& p,
 
 http_session::http_session(tcp::socket sock,
                            std::shared_ptr<http_server_core> core)
-  : core_(std::move(core)), sock_(std::move(sock)),
-    timer_(sock_.get_executor()),
+  : core_(std::move(core)), stream_(std::move(sock), core_->tls.get()),
+    sock_(stream_.socket()), timer_(sock_.get_executor()),
     buf_(core_->lim.header_bytes + core_->lim.body_bytes + 2 * read_chunk) {
   core_->opened();
 }
@@ -96,6 +96,26 @@ void http_session::start() {
     };
   }
   net::post(sock_.get_executor(), [self = shared_from_this()] {
+    if (self->stream_.secure())
+      self->handshake();
+    else
+      self->wait_for_request(self->core_->lim.read_timeout);
+  });
+}
+
+// Within the read deadline, like a request; a failed handshake (plaintext
+// on a TLS port, an unknown CA, no client certificate where one is
+// required) is counted and the connection closed.
+void http_session::handshake() {
+  arm(core_->lim.read_timeout, timer_kind::reading);
+  stream_.async_handshake([self = shared_from_this()](error_code ec) {
+    self->disarm();
+    if (self->closed_)
+      return;
+    if (ec) {
+      self->core_->refused(http_refusal::tls_handshake);
+      return self->close();
+    }
     self->wait_for_request(self->core_->lim.read_timeout);
   });
 }
@@ -142,15 +162,15 @@ void http_session::wait_for_request(std::chrono::milliseconds idle) {
     return;
   }
   arm(idle, timer_kind::idle);
-  sock_.async_read_some(buf_.prepare(read_chunk),
-                        [self = shared_from_this()](error_code ec, size_t n) {
-                          if (ec) {
-                            self->close();
-                            return;
-                          }
-                          self->buf_.commit(n);
-                          self->read_header();
-                        });
+  stream_.async_read_some(buf_.prepare(read_chunk),
+                          [self = shared_from_this()](error_code ec, size_t n) {
+                            if (ec) {
+                              self->close();
+                              return;
+                            }
+                            self->buf_.commit(n);
+                            self->read_header();
+                          });
 }
 
 void http_session::read_header() {
@@ -159,7 +179,7 @@ void http_session::read_header() {
   parser_->body_limit(core_->lim.body_bytes);
   timed_out_ = false;
   arm(core_->lim.read_timeout, timer_kind::reading);
-  http::async_read_header(sock_, buf_, *parser_,
+  http::async_read_header(stream_, buf_, *parser_,
                           [self = shared_from_this()](error_code ec, size_t) {
                             self->on_header(ec);
                           });
@@ -175,7 +195,7 @@ void http_session::on_header(error_code ec) {
   if (int status = check_header(*parser_, core_->lim, why, message))
     return refuse(why, status, message);
   auto read_body = [self = shared_from_this()] {
-    http::async_read(self->sock_, self->buf_, *self->parser_,
+    http::async_read(self->stream_, self->buf_, *self->parser_,
                      [self](error_code e, size_t) { self->on_body(e); });
   };
   if (parser_->is_done())
@@ -185,7 +205,7 @@ void http_session::on_header(error_code ec) {
   if (beast::iequals(expect, "100-continue")) {
     static const std::string go_on = "HTTP/1.1 100 Continue\r\n\r\n";
     net::async_write(
-      sock_, net::buffer(go_on),
+      stream_, net::buffer(go_on),
       [self = shared_from_this(), read_body](error_code e, size_t) {
         if (e)
           return self->close();
@@ -276,33 +296,33 @@ void http_session::watch() {
   if (room == 0)
     return;
   watching_ = true;
-  sock_.async_read_some(buf_.prepare(std::min(room, read_chunk)),
-                        [self = shared_from_this()](error_code ec, size_t n) {
-                          self->watching_ = false;
-                          if (self->closed_)
-                            return;
-                          if (self->lingering_)
-                            return self->drain();
-                          if (!ec)
-                            self->buf_.commit(n);
-                          if (self->want_next_) {
-                            self->want_next_ = false;
-                            if (ec && ec != net::error::operation_aborted)
-                              return self->close();
-                            return self->wait_for_request(
-                              self->core_->lim.idle_timeout);
-                          }
-                          if (!ec)
-                            return self->watch();
-                          // The client is done: the work can stop, the answer
-                          // may still go out (a client that only half-closed
-                          // reads it).
-                          if (self->flags_)
-                            self->flags_->gone = true;
-                          self->keep_alive_ = false;
-                          if (ec != net::error::eof)
-                            self->close();
-                        });
+  stream_.async_read_some(buf_.prepare(std::min(room, read_chunk)),
+                          [self = shared_from_this()](error_code ec, size_t n) {
+                            self->watching_ = false;
+                            if (self->closed_)
+                              return;
+                            if (self->lingering_)
+                              return self->drain();
+                            if (!ec)
+                              self->buf_.commit(n);
+                            if (self->want_next_) {
+                              self->want_next_ = false;
+                              if (ec && ec != net::error::operation_aborted)
+                                return self->close();
+                              return self->wait_for_request(
+                                self->core_->lim.idle_timeout);
+                            }
+                            if (!ec)
+                              return self->watch();
+                            // The client is done: the work can stop, the answer
+                            // may still go out (a client that only half-closed
+                            // reads it).
+                            if (self->flags_)
+                              self->flags_->gone = true;
+                            self->keep_alive_ = false;
+                            if (ec != net::error::eof)
+                              self->close();
+                          });
 }
 
 } // namespace outrider::runtime

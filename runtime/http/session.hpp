@@ -10,6 +10,7 @@
 #include <string>
 
 #include "runtime/http/core.hpp"
+#include "runtime/http/stream.hpp"
 
 namespace outrider::runtime {
 
@@ -34,6 +35,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   enum class timer_kind { idle, reading, writing };
   static constexpr size_t read_chunk = 8192; // bytes per read
 
+  void handshake(); // TLS: before the first request
   void wait_for_request(std::chrono::milliseconds idle);
   void read_header();
   void on_header(boost::system::error_code ec);
@@ -56,7 +58,8 @@ class http_session : public std::enable_shared_from_this<http_session> {
                           size_t length, bool streamed);
 
   std::shared_ptr<http_server_core> core_;
-  tcp::socket sock_; // its executor is this connection's strand
+  http_stream stream_; // its executor is this connection's strand
+  tcp::socket& sock_;  // the TCP socket under stream_
   net::steady_timer timer_;
   uint64_t timer_gen_ = 0;
   boost::beast::flat_buffer buf_;

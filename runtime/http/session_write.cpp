@@ -119,10 +119,10 @@ void http_session::flush() {
     writing_ = true;
     arm(core_->lim.send_timeout, timer_kind::writing);
     if (chunked_)
-      net::async_write(sock_, http::make_chunk(net::buffer(inflight_)),
+      net::async_write(stream_, http::make_chunk(net::buffer(inflight_)),
                        done(inflight_.size()));
     else
-      net::async_write(sock_, net::buffer(inflight_), done(inflight_.size()));
+      net::async_write(stream_, net::buffer(inflight_), done(inflight_.size()));
     return;
   } else if (ending_) {
     ending_ = false;
@@ -131,14 +131,14 @@ void http_session::flush() {
     finishing_ = true;
     writing_ = true;
     arm(core_->lim.send_timeout, timer_kind::writing);
-    net::async_write(sock_, http::make_chunk_last(), done(0));
+    net::async_write(stream_, http::make_chunk_last(), done(0));
     return;
   } else {
     return;
   }
   writing_ = true;
   arm(core_->lim.send_timeout, timer_kind::writing);
-  net::async_write(sock_, net::buffer(inflight_), done(0));
+  net::async_write(stream_, net::buffer(inflight_), done(0));
 }
 
 void http_session::write_done(error_code ec, size_t data_bytes) {
@@ -186,14 +186,14 @@ void http_session::linger() {
 
 void http_session::drain() {
   buf_.clear();
-  sock_.async_read_some(buf_.prepare(read_chunk),
-                        [self = shared_from_this()](error_code ec, size_t) {
-                          if (self->closed_)
-                            return;
-                          if (ec)
-                            return self->close();
-                          self->drain();
-                        });
+  stream_.async_read_some(buf_.prepare(read_chunk),
+                          [self = shared_from_this()](error_code ec, size_t) {
+                            if (self->closed_)
+                              return;
+                            if (ec)
+                              return self->close();
+                            self->drain();
+                          });
 }
 
 void http_session::close() {

@@ -52,7 +52,60 @@ void uses_relay(cluster& c) {
     15s));
 }
 
+// POST /v1/completions over HTTPS with curl and `extra` arguments (the CA,
+// a client certificate); the status, or 0 when no answer came.
+int https_complete(uint16_t port, const pki& certs,
+                   std::vector<std::string> extra,
+                   const std::string& scheme = "https") {
+  std::vector<std::string> args{
+    "/usr/bin/curl",
+    "-s",
+    "-o",
+    "/dev/null",
+    "-w",
+    "%{http_code}",
+    "--max-time",
+    "20",
+    "--cacert",
+    certs.path("ca.crt"),
+    "-H",
+    "Content-Type: application/json",
+    "--data-binary",
+    R"({"prompt": [1, 2, 3, 4, 5, 6, 7, 8], "max_tokens": 2})"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.push_back(scheme + "://127.0.0.1:" + std::to_string(port) +
+                 "/v1/completions");
+  child_process curl{args};
+  REQUIRE(curl.wait(30s));
+  return std::atoi(curl.output().c_str());
+}
+
 } // namespace
+
+TEST_CASE("the HTTP frontend over mutual TLS (--http-tls)") {
+  pki certs;
+  auto flags = certs.flags();
+  auto router = flags;
+  router.push_back("--http-tls");
+  cluster c{1, {}, router, flags};
+  auto refused = [&] {
+    return c.router_metric(
+      R"(outrider_http_refused_total{server="frontend",reason="tls_handshake"})");
+  };
+  // With the client certificate the CA signed: served.
+  CHECK(https_complete(c.http_port, certs,
+                       {"--cert", certs.path("tls.crt"), "--key",
+                        certs.path("tls.key")}) == 200);
+  // Without one, with a stranger's, or in plaintext: no answer, counted.
+  CHECK(https_complete(c.http_port, certs, {}) == 0);
+  CHECK(https_complete(c.http_port, certs,
+                       {"--cert", certs.path("stranger.crt"), "--key",
+                        certs.path("stranger.key")}) == 0);
+  CHECK(https_complete(c.http_port, certs, {}, "http") == 0);
+  CHECK(eventually([&] { return refused() >= 3; }, 10s));
+  // The status server stays plaintext (probes).
+  CHECK(http_get(c.router_status, "/ready") == 200);
+}
 
 TEST_CASE("mutual TLS between the router and its sidecars, and on the "
           "router's gRPC frontend") {
@@ -131,4 +184,8 @@ TEST_CASE("bad TLS settings stop the process with one clear line") {
   CHECK(out3.find("--tls-ca: cannot read") != std::string::npos);
   // The key's contents never reach the log.
   CHECK(out2.find("BEGIN") == std::string::npos);
+  auto [c4, out4] = run({"--http-tls"});
+  CHECK(c4 == 2);
+  CHECK(out4.find("--http-tls needs --tls-cert and --tls-key") !=
+        std::string::npos);
 }
