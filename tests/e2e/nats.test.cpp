@@ -27,6 +27,25 @@ std::string health(uint16_t port) {
   return body;
 }
 
+// How long after `first` holds `then` holds too (both polled together);
+// a large value when either never does within `timeout`.
+template <class First, class Then>
+std::chrono::milliseconds lag(First first, Then then,
+                              std::chrono::milliseconds timeout) {
+  using clock = std::chrono::steady_clock;
+  auto deadline = clock::now() + timeout;
+  std::optional<clock::time_point> at;
+  while (clock::now() < deadline) {
+    if (!at && first())
+      at = clock::now();
+    if (at && then())
+      return std::chrono::duration_cast<std::chrono::milliseconds>(
+        clock::now() - *at);
+    std::this_thread::sleep_for(std::chrono::milliseconds{2});
+  }
+  return timeout;
+}
+
 } // namespace
 
 TEST_CASE("nats discovery: workers come and go, a router outlives a NATS "
@@ -46,8 +65,13 @@ TEST_CASE("nats discovery: workers come and go, a router outlives a NATS "
   extra.insert(extra.end(), {"--worker-id", "worker-9"});
   auto side2 =
     std::make_unique<sidecar_process>(sim2.endpoint(), nullptr, extra);
-  REQUIRE(eventually(
-    [&] { return c.router_metric("outrider_router_workers") == 2; }, 15s));
+  // Seen by the router within 500 ms of registering (/ready turns 200
+  // once the record is put).
+  auto seen =
+    lag([&] { return side2->get("/ready") == 200; },
+        [&] { return c.router_metric("outrider_router_workers") == 2; }, 15s);
+  WARN("registration seen after " << seen.count() << " ms");
+  CHECK(seen < 500ms);
   // Killed -9, it never deletes its key: the router expires it itself
   // within the TTL (2 s), though the server tells nobody.
   side2->proc->signal(SIGKILL);
@@ -55,7 +79,8 @@ TEST_CASE("nats discovery: workers come and go, a router outlives a NATS "
   auto killed = std::chrono::steady_clock::now();
   REQUIRE(eventually(
     [&] { return c.router_metric("outrider_router_workers") == 1; }, 15s));
-  CHECK(std::chrono::steady_clock::now() - killed < 6s);
+  // At most the TTL after its last keep-alive, plus the watcher's turn.
+  CHECK(std::chrono::steady_clock::now() - killed < 3s);
 
   // NATS goes away: the router keeps the worker it knew and serves.
   nats.proc->signal(SIGKILL);
@@ -82,11 +107,15 @@ TEST_CASE("nats discovery: workers come and go, a router outlives a NATS "
   CHECK(c.router_metric("outrider_router_workers") == 1);
   CHECK(c.complete(tokens(200, 16), 3)["choices"].size() == 1);
 
-  // A clean stop deletes the key: the worker leaves at once.
+  // A clean stop deletes the key: the router sees the worker leave within
+  // 500 ms of its deregistering (/ready turns 503 just before).
   c.sides[0]->proc->signal(SIGTERM);
+  auto gone =
+    lag([&] { return c.sides[0]->get("/ready") != 200; },
+        [&] { return c.router_metric("outrider_router_workers") == 0; }, 15s);
+  WARN("deregistration seen after " << gone.count() << " ms");
+  CHECK(gone < 500ms);
   REQUIRE(c.sides[0]->proc->wait(15s));
-  CHECK(eventually(
-    [&] { return c.router_metric("outrider_router_workers") == 0; }, 10s));
 }
 
 TEST_CASE("the fleet config files run as they are: NATS discovery and mutual "
