@@ -17,6 +17,7 @@
 #include "actors/router/grpc_frontend.hpp"
 #include "actors/router/http_frontend.hpp"
 #include "actors/router/kv_router.hpp"
+#include "actors/router/router_fleet.hpp"
 #include "actors/router/worker_watcher.hpp"
 #include "cluster/discovery.hpp"
 #include "cluster/discovery_from.hpp"
@@ -170,54 +171,6 @@ bool start_frontends(runtime::role_context& ctx, router_parts& parts,
   return true;
 }
 
-// GET /debug/index: the router's index per worker and rank (tests compare
-// routers with each other and with the engines).
-void add_index_route(runtime::role_context& ctx,
-                     runtime::slot_ptr<kv_router_actor> brain) {
-  auto* sys = &ctx.sys;
-  ctx.status.add_route(
-    "/debug/index", [sys, brain](const runtime::http_request&) {
-      runtime::http_response r;
-      r.content_type = "application/json";
-      r.status = 503;
-      r.body = "{\"error\":\"the router actor is restarting\"}\n";
-      if (auto b = brain->get()) {
-        caf::scoped_actor self{*sys};
-        self->request(b, std::chrono::seconds{1}, index_atom::value)
-          .receive(
-            [&](const std::string& json) {
-              r.status = 200;
-              r.body = json + "\n";
-            },
-            [&](caf::error&) { r.status = 504; });
-      }
-      return r;
-    });
-}
-
-// --event-plane nats: the connection every worker's batches arrive on
-// (null for grpc, or when it cannot be used: then the role exits).
-std::shared_ptr<cluster::nats_kv_plane>
-event_plane_from(runtime::role_context& ctx) {
-  if (ctx.opts.get(opt::event_plane) != "nats")
-    return nullptr;
-  std::weak_ptr<runtime::health_state> health = ctx.health;
-  auto plane = std::make_shared<cluster::nats_kv_plane>(
-    cluster::nats_config_from(ctx.opts, [health](bool up) {
-      if (auto h = health.lock())
-        h->set_component("event_plane",
-                         up ? "connected"
-                            : "disconnected: resynchronising on reconnect");
-    }));
-  if (auto err = plane->open()) {
-    ctx.control->request_exit(2, "--event-plane nats: " + describe(err));
-    return nullptr;
-  }
-  ctx.health->set_component("event_plane",
-                            plane->connected() ? "connected" : "connecting");
-  return plane;
-}
-
 // Ready when the frontends listen; with `workers` > 0 (--role all, whose
 // engines are its own) only once the router can place on that many.
 void declare_ready(runtime::role_context& ctx, router_parts& parts,
@@ -237,39 +190,6 @@ void declare_ready(runtime::role_context& ctx, router_parts& parts,
     health->set_component("workers", std::to_string(workers) + " registered");
     health->set_ready(true);
   });
-}
-
-// --share-bookings: this router's name and the NATS subject the routers
-// tell each other their bookings on; theirs go to the router actor.
-booking_share
-booking_share_from(runtime::role_context& ctx,
-                   const runtime::slot_ptr<kv_router_actor>& brain) {
-  if (!ctx.opts.get(opt::share_bookings))
-    return {};
-  booking_share share;
-  char host[256] = "router";
-  gethostname(host, sizeof(host) - 1);
-  std::random_device rd;
-  char tag[16];
-  std::snprintf(tag, sizeof(tag), "%08x", rd());
-  share.router_id = std::string{host} + "-" + tag;
-  share.bus = std::make_shared<cluster::nats_bookings>(
-    cluster::nats_config_from(ctx.opts));
-  auto err = share.bus->open();
-  if (!err)
-    err = share.bus->subscribe([brain](cluster::booking_note n) {
-      if (auto b = brain->get())
-        caf::anon_send(
-          b, booking_atom::value,
-          std::make_shared<const cluster::booking_note>(std::move(n)));
-    });
-  if (err) {
-    ctx.control->request_exit(2, "--share-bookings: " + describe(err));
-    return {};
-  }
-  spdlog::info("router: sharing bookings as {} on {}", share.router_id,
-               ctx.opts.get(opt::nats_booking_subject));
-  return share;
 }
 
 std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,

@@ -1,0 +1,92 @@
+#include "actors/router/router_fleet.hpp"
+
+#include <cstdio>
+#include <random>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "cluster/discovery_from.hpp"
+#include "cluster/nats_bookings.hpp"
+#include "runtime/option_keys.hpp"
+
+namespace outrider::router {
+
+namespace opt = runtime::opt;
+
+void add_index_route(runtime::role_context& ctx,
+                     runtime::slot_ptr<kv_router_actor> brain) {
+  auto* sys = &ctx.sys;
+  ctx.status.add_route(
+    "/debug/index", [sys, brain](const runtime::http_request&) {
+      runtime::http_response r;
+      r.content_type = "application/json";
+      r.status = 503;
+      r.body = "{\"error\":\"the router actor is restarting\"}\n";
+      if (auto b = brain->get()) {
+        caf::scoped_actor self{*sys};
+        self->request(b, std::chrono::seconds{1}, index_atom::value)
+          .receive(
+            [&](const std::string& json) {
+              r.status = 200;
+              r.body = json + "\n";
+            },
+            [&](caf::error&) { r.status = 504; });
+      }
+      return r;
+    });
+}
+
+std::shared_ptr<cluster::nats_kv_plane>
+event_plane_from(runtime::role_context& ctx) {
+  if (ctx.opts.get(opt::event_plane) != "nats")
+    return nullptr;
+  std::weak_ptr<runtime::health_state> health = ctx.health;
+  auto plane = std::make_shared<cluster::nats_kv_plane>(
+    cluster::nats_config_from(ctx.opts, [health](bool up) {
+      if (auto h = health.lock())
+        h->set_component("event_plane",
+                         up ? "connected"
+                            : "disconnected: resynchronising on reconnect");
+    }));
+  if (auto err = plane->open()) {
+    ctx.control->request_exit(2, "--event-plane nats: " + describe(err));
+    return nullptr;
+  }
+  ctx.health->set_component("event_plane",
+                            plane->connected() ? "connected" : "connecting");
+  return plane;
+}
+
+booking_share
+booking_share_from(runtime::role_context& ctx,
+                   const runtime::slot_ptr<kv_router_actor>& brain) {
+  if (!ctx.opts.get(opt::share_bookings))
+    return {};
+  booking_share share;
+  char host[256] = "router";
+  gethostname(host, sizeof(host) - 1);
+  std::random_device rd;
+  char tag[16];
+  std::snprintf(tag, sizeof(tag), "%08x", rd());
+  share.router_id = std::string{host} + "-" + tag;
+  share.bus = std::make_shared<cluster::nats_bookings>(
+    cluster::nats_config_from(ctx.opts));
+  auto err = share.bus->open();
+  if (!err)
+    err = share.bus->subscribe([brain](cluster::booking_note n) {
+      if (auto b = brain->get())
+        caf::anon_send(
+          b, booking_atom::value,
+          std::make_shared<const cluster::booking_note>(std::move(n)));
+    });
+  if (err) {
+    ctx.control->request_exit(2, "--share-bookings: " + describe(err));
+    return {};
+  }
+  spdlog::info("router: sharing bookings as {} on {}", share.router_id,
+               ctx.opts.get(opt::nats_booking_subject));
+  return share;
+}
+
+} // namespace outrider::router
