@@ -80,12 +80,7 @@ std::optional<booking_note> booking_from_json(const std::string& text,
 
 nats_bookings::nats_bookings(nats_config cfg) : cfg_(std::move(cfg)) {}
 
-nats_bookings::~nats_bookings() {
-  if (sub_) {
-    natsSubscription_Unsubscribe(sub_);
-    natsSubscription_Destroy(sub_);
-  }
-}
+nats_bookings::~nats_bookings() = default;
 
 caf::error nats_bookings::open() {
   return link_.connect(cfg_, cfg_.on_connection);
@@ -100,27 +95,18 @@ bool nats_bookings::publish(const booking_note& n) {
 
 caf::error nats_bookings::subscribe(handler h) {
   on_note_ = std::move(h);
-  auto deliver = [](natsConnection*, natsSubscription*, natsMsg* msg,
-                    void* self) {
-    auto* b = static_cast<nats_bookings*>(self);
+  auto deliver = [this](natsMsg* msg) {
     std::string text(natsMsg_GetData(msg),
                      static_cast<size_t>(natsMsg_GetDataLength(msg)));
-    natsMsg_Destroy(msg);
     if (auto n = booking_from_json(text))
-      b->on_note_(std::move(*n));
+      on_note_(std::move(*n));
     else
       runtime::global_metrics()
         .get_counter("outrider_router_booking_notes_malformed_total",
                      "Booking notes from other routers that were not valid")
         .inc();
   };
-  natsStatus s = natsConnection_Subscribe(
-    &sub_, link_.get(), cfg_.booking_subject.c_str(), deliver, this);
-  if (s != NATS_OK)
-    return nats_error("subscribe " + cfg_.booking_subject, s);
-  if (link_.connected())
-    natsConnection_FlushTimeout(link_.get(), 2000);
-  return {};
+  return link_.subscribe(cfg_.booking_subject, deliver);
 }
 
 } // namespace outrider::cluster

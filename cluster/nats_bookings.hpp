@@ -15,8 +15,6 @@
 
 #include "cluster/nats_link.hpp"
 
-struct __natsSubscription;
-
 namespace outrider::cluster {
 
 struct booking_note {
@@ -59,7 +57,6 @@ class nats_bookings {
   nats_config cfg_;
   nats_link link_;
   handler on_note_;
-  __natsSubscription* sub_ = nullptr;
 };
 
 } // namespace outrider::cluster

@@ -16,7 +16,6 @@ constexpr const char* heartbeat_header = "Outrider-Heartbeat";
 // What a router holds for a slow delivery thread before NATS drops (and
 // the positions show the loss).
 constexpr int pending_messages = 100000;
-constexpr int pending_bytes = 256 << 20;
 
 std::optional<uint64_t> number(const char* text) {
   if (!text)
@@ -55,12 +54,7 @@ std::optional<kv_plane_message> kv_plane_decode(const std::string& subject,
 
 nats_kv_plane::nats_kv_plane(nats_config cfg) : cfg_(std::move(cfg)) {}
 
-nats_kv_plane::~nats_kv_plane() {
-  if (sub_) {
-    natsSubscription_Unsubscribe(sub_);
-    natsSubscription_Destroy(sub_);
-  }
-}
+nats_kv_plane::~nats_kv_plane() = default;
 
 caf::error nats_kv_plane::open() {
   auto err = link_.connect(cfg_, [this](bool up) {
@@ -94,9 +88,7 @@ bool nats_kv_plane::publish(const kv_plane_message& m) {
 
 caf::error nats_kv_plane::subscribe(handler on_message) {
   on_message_ = std::move(on_message);
-  auto deliver = [](natsConnection*, natsSubscription*, natsMsg* msg,
-                    void* self) {
-    auto* plane = static_cast<nats_kv_plane*>(self);
+  auto deliver = [plane = this](natsMsg* msg) {
     std::string subject = natsMsg_GetSubject(msg);
     const char *e = nullptr, *p = nullptr, *h = nullptr;
     natsMsgHeader_Get(msg, epoch_header, &e);
@@ -113,19 +105,8 @@ caf::error nats_kv_plane::subscribe(handler on_message) {
         m->batch.assign(natsMsg_GetData(msg), static_cast<size_t>(n));
       plane->on_message_(std::move(*m));
     }
-    natsMsg_Destroy(msg);
   };
-  auto wildcard = cfg_.kv_subject + ".>";
-  natsStatus s = natsConnection_Subscribe(&sub_, link_.get(), wildcard.c_str(),
-                                          deliver, this);
-  if (s != NATS_OK)
-    return nats_error("subscribe " + wildcard, s);
-  natsSubscription_SetPendingLimits(sub_, pending_messages, pending_bytes);
-  // So that the server has the subscription before anyone relies on it
-  // (a no-op while not yet connected: NATS.c sends it on connect).
-  if (link_.connected())
-    natsConnection_FlushTimeout(link_.get(), 2000);
-  return {};
+  return link_.subscribe(cfg_.kv_subject + ".>", deliver, pending_messages);
 }
 
 } // namespace outrider::cluster

@@ -17,8 +17,6 @@
 
 #include "cluster/nats_link.hpp"
 
-struct __natsSubscription;
-
 namespace outrider::cluster {
 
 struct kv_plane_message {
@@ -56,7 +54,6 @@ class nats_kv_plane {
   std::atomic<uint64_t> connections_{0};
   nats_link link_;
   handler on_message_;
-  __natsSubscription* sub_ = nullptr;
 };
 
 /// Reads a message's headers; nullopt when they are missing or malformed.

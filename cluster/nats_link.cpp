@@ -11,12 +11,41 @@ caf::error nats_error(const std::string& what, int status) {
 }
 
 nats_link::~nats_link() {
+  for (auto& s : subs_) {
+    natsSubscription_Unsubscribe(s.sub);
+    natsSubscription_Destroy(s.sub);
+  }
   if (nc_) {
     natsConnection_Close(nc_);
     natsConnection_Destroy(nc_);
   }
   if (opts_)
     natsOptions_Destroy(opts_);
+}
+
+caf::error nats_link::subscribe(const std::string& subject,
+                                std::function<void(natsMsg*)> on_msg,
+                                int pending_messages) {
+  auto& s = subs_.emplace_back();
+  s.on_msg = std::move(on_msg);
+  auto deliver = [](natsConnection*, natsSubscription*, natsMsg* msg,
+                    void* entry) {
+    static_cast<subscription*>(entry)->on_msg(msg);
+    natsMsg_Destroy(msg);
+  };
+  natsStatus st =
+    natsConnection_Subscribe(&s.sub, nc_, subject.c_str(), deliver, &s);
+  if (st != NATS_OK) {
+    subs_.pop_back();
+    return nats_error("subscribe " + subject, st);
+  }
+  if (pending_messages > 0) // bytes: up to 2.5 KiB a message on average
+    natsSubscription_SetPendingLimits(s.sub, pending_messages,
+                                      pending_messages * 2560);
+  // A no-op while not yet connected: NATS.c sends it on connect.
+  if (connected_)
+    natsConnection_FlushTimeout(nc_, 2000);
+  return {};
 }
 
 void nats_link::on_down(natsConnection*, void* self) {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <list>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@
 
 struct __natsConnection;
 struct __natsOptions;
+struct __natsMsg;
+struct __natsSubscription;
 
 namespace outrider::cluster {
 
@@ -49,6 +52,14 @@ class nats_link {
   caf::error connect(const nats_config& cfg,
                      std::function<void(bool)> on_connection);
   __natsConnection* get() const { return nc_; }
+  /// Delivers every message on `subject` (wildcards allowed) to `on_msg`,
+  /// on NATS's delivery thread, and destroys it after; at most
+  /// `pending_messages` wait before NATS drops (0: NATS's default). Flushes
+  /// so that the server has the subscription when this returns connected.
+  /// Unsubscribed when the link goes.
+  caf::error subscribe(const std::string& subject,
+                       std::function<void(__natsMsg*)> on_msg,
+                       int pending_messages = 0);
   bool connected() const { return connected_.load(); }
 
  private:
@@ -59,6 +70,11 @@ class nats_link {
   __natsConnection* nc_ = nullptr;
   std::atomic<bool> connected_{false};
   std::function<void(bool)> on_connection_;
+  struct subscription {
+    __natsSubscription* sub = nullptr;
+    std::function<void(__natsMsg*)> on_msg;
+  };
+  std::list<subscription> subs_; // stable addresses: NATS holds them
 };
 
 /// `errc::io_error` with NATS's text for `status`.
