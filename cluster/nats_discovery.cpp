@@ -38,6 +38,7 @@ caf::error nats_discovery::open() {
       std::lock_guard<std::mutex> guard{mtx_};
       for (auto& [id, k] : known_)
         k.lease = clock_type::now();
+      ++changes_;
     }
     connected_ = up;
     if (up)
@@ -80,6 +81,7 @@ caf::error nats_discovery::ensure_bucket() {
 
 void nats_discovery::seen(const std::string& key, const std::string* value) {
   std::lock_guard<std::mutex> guard{mtx_};
+  ++changes_;
   if (!value) {
     known_.erase(key);
   } else {
@@ -211,6 +213,7 @@ std::vector<worker_record> nats_discovery::list(size_t* invalid) {
     if (invalid)
       *invalid = invalid_; // since the last list, as file_discovery counts
     invalid_ = 0;
+    listed_ = changes_;
   }
   // Expired by the watchers themselves (server 2.9 tells nobody).
   for (const auto& id : stale) {
@@ -223,7 +226,8 @@ std::vector<worker_record> nats_discovery::list(size_t* invalid) {
 
 void nats_discovery::wait_for_change(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock{mtx_};
-  changed_.wait_for(lock, timeout);
+  changed_.wait_for(lock, timeout,
+                    [this] { return stopping_.load() || changes_ != listed_; });
 }
 
 } // namespace outrider::cluster

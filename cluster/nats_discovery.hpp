@@ -41,7 +41,8 @@ class nats_discovery final : public discovery {
   caf::error remove(const std::string& worker_id) override;
   std::vector<worker_record> list(size_t* invalid = nullptr) override;
 
-  /// Blocks until a record changes or `timeout` passes.
+  /// Blocks until a record changed since the last list(), or `timeout`
+  /// passes.
   void wait_for_change(std::chrono::milliseconds timeout);
   bool connected() const { return connected_.load(); }
 
@@ -66,6 +67,10 @@ class nats_discovery final : public discovery {
   std::map<std::string, known_record> known_;
   std::map<std::string, worker_record> mine_; // what keep_alive puts again
   size_t invalid_ = 0;
+  // Changes seen by the watcher, and how many the last list() had read:
+  // a change between list() and wait_for_change() is not lost.
+  uint64_t changes_ = 0;
+  uint64_t listed_ = 0;
   std::thread watcher_;
 };
 
