@@ -46,6 +46,10 @@ class prefix_index {
 
   /// The engine block hashes a slot holds, sorted.
   std::vector<uint64_t> engine_hashes(slot_id slot) const;
+  /// How many engine blocks a slot holds.
+  size_t held(slot_id slot) const {
+    return slot < slots_.size() ? slots_[slot].size() : 0;
+  }
   /// (slot, block) entries held.
   size_t entries() const { return entries_count_; }
   /// Distinct blocks in the index.

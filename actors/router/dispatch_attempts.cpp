@@ -130,9 +130,10 @@ class dispatcher::attempts final
     for (const auto& t : resp.token().tokens())
       chunk.push_back(t.token_id());
     auto now = clock_type::now();
-    if (out.tokens.empty())
+    if (out.tokens.empty()) {
+      first_token_ = now;
       d_.stats_.ttft->observe(seconds(now - t0_));
-    else
+    } else
       d_.stats_.itl->observe(seconds(now - last_token_));
     last_token_ = now;
     out.tokens.insert(out.tokens.end(), chunk.begin(), chunk.end());
@@ -143,6 +144,7 @@ class dispatcher::attempts final
   std::optional<double> temperature_;
   std::chrono::system_clock::time_point deadline_; // of every engine call
   clock_type::time_point t0_ = clock_type::now();
+  clock_type::time_point first_token_ = t0_;
   clock_type::time_point last_token_ = t0_;
 };
 
@@ -203,6 +205,8 @@ class dispatcher::attempts::call final : public engine::generate_sink {
     bool expired = st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
     if ((cancelled || expired) && disp_.direct_)
       abort_on_engine();
+    if (st.ok() && !cancelled && !out_.tokens.empty())
+      remember();
     end(outcome(st, cancelled));
   }
 
@@ -211,6 +215,21 @@ class dispatcher::attempts::call final : public engine::generate_sink {
     auto done = std::move(done_);
     delete this;
     done(std::move(r));
+  }
+
+  // For the status page's last minute.
+  void remember() {
+    const auto& o = *owner_;
+    finished_request r;
+    r.worker_id = d_.worker_id;
+    r.ttft_s = seconds(o.first_token_ - o.t0_);
+    r.output_tokens = out_.tokens.size();
+    if (r.output_tokens > 1)
+      r.itl_s = seconds(o.last_token_ - o.first_token_) /
+                static_cast<double>(r.output_tokens - 1);
+    r.prompt_tokens = static_cast<uint64_t>(req_.token_ids().ids_size());
+    r.cached_tokens = out_.cached_tokens;
+    disp_.recent_.record(std::move(r));
   }
 
   // Engines keep generating for a dropped stream: abort it (the relay does

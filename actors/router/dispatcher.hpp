@@ -15,6 +15,7 @@
 #include "actors/router/disagg_policy.hpp"
 #include "actors/router/kv_router.hpp"
 #include "actors/router/migration.hpp"
+#include "actors/router/recent_window.hpp"
 #include "runtime/actor_slot.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/worker_pool.hpp"
@@ -83,6 +84,8 @@ class dispatcher {
   void cancel_all(std::chrono::milliseconds wait);
   /// Requests started and not yet done.
   size_t in_flight() const { return active_.load(); }
+  /// Requests finished over the last minute (the status page).
+  const recent_window& recent() const { return recent_; }
 
  private:
   class attempts; // the migration loop's seams, one per request
@@ -142,6 +145,7 @@ class dispatcher {
   std::string relay_server_name_; // --tls-server-name
   std::chrono::milliseconds request_timeout_{std::chrono::minutes{30}};
   stats stats_ = stats::make();
+  recent_window recent_;
   std::atomic<uint64_t> next_id_{0};
   std::atomic<bool> shutting_down_{false};
   std::atomic<bool> cut_{false};

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/router/decision_log.hpp"
 #include "runtime/metrics.hpp"
 
 namespace outrider::router {
@@ -77,6 +78,8 @@ struct router_state {
   router_state() = default;
   std::unique_ptr<placement> core;
   router_stats stats;
+  decision_log decisions;
+  std::string mode;
   booking_share share;
   static inline const char* name = "kv_router";
 };
@@ -106,10 +109,32 @@ void tell(self_ptr self, note_op what, uint64_t key,
   st.share.bus->publish(n);
 }
 
+std::string status_json(router_state& st) {
+  nlohmann::json doc{{"mode", st.mode}};
+  auto& workers = doc["workers"] = nlohmann::json::array();
+  for (const auto& v : st.core->view()) {
+    if (workers.empty() || workers.back()["id"] != v.worker_id)
+      workers.push_back({{"id", v.worker_id},
+                         {"role", v.role.empty() ? "aggregated" : v.role},
+                         {"ranks", nlohmann::json::array()}});
+    workers.back()["ranks"].push_back(
+      {{"rank", v.rank},
+       {"active_prefill_tokens", v.prefill_tokens},
+       {"active_decode_blocks", v.decode_blocks},
+       {"blocks_held", v.blocks_held},
+       {"placed", v.slot < st.stats.per_slot.size()
+                    ? st.stats.per_slot[v.slot].placed->value()
+                    : 0}});
+  }
+  doc["decisions"] = st.decisions.recent();
+  return doc.dump();
+}
+
 kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
                                          booking_share share) {
   auto& st = self->state;
   st.stats = router_stats::make(cfg.mode);
+  st.mode = cfg.mode;
   st.share = std::move(share);
   if (st.share.bus)
     self->send(self, tick_atom::value);
@@ -149,6 +174,7 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
         st.stats.decisions->inc();
         st.stats.prompt_blocks->inc(d.prompt_blocks);
         st.stats.cached_blocks->inc(d.overlap_blocks);
+        st.decisions.record(d);
       }
       return d;
     },
@@ -189,6 +215,7 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
           workers[id][std::to_string(rank)] = blocks;
       return doc.dump();
     },
+    [=](status_atom) { return status_json(self->state); },
   };
 }
 

@@ -24,6 +24,7 @@ using prefilled_atom = caf::atom_constant<caf::atom("prefilled")>;
 using index_atom = caf::atom_constant<caf::atom("index")>;
 using booking_atom = caf::atom_constant<caf::atom("booking")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
+using status_atom = caf::atom_constant<caf::atom("status")>;
 
 /// The router's brain: the worker set, the global KV index (router block
 /// hash per worker and rank) and the load it has sent each rank.
@@ -33,6 +34,8 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;
 ///   books the request's load there.
 /// - `(prefilled, key)`: its prompt is computed; `(release, key)`: done.
 /// - `(index)` -> JSON: the blocks held per worker and rank (debugging).
+/// - `(status)` -> JSON: mode, workers with their ranks' load and blocks
+///   held, the last decisions (the status page).
 /// - `(booking, note)`: another router's booking (--share-bookings); with
 ///   a `share` connection the router tells the others its own, and once a
 ///   second (`tick`) that it is alive and forgets silent routers' books.
@@ -45,6 +48,7 @@ using kv_router_actor = caf::typed_actor<
   caf::reacts_to<prefilled_atom, uint64_t>,
   caf::reacts_to<release_atom, uint64_t>,
   caf::replies_to<index_atom>::with<std::string>,
+  caf::replies_to<status_atom>::with<std::string>,
   caf::reacts_to<booking_atom, std::shared_ptr<const cluster::booking_note>>,
   caf::reacts_to<tick_atom>>;
 

@@ -100,20 +100,15 @@ std::vector<candidate> placement::candidates(const route_request& req) const {
   return cands;
 }
 
-// The index of the chosen candidate, by --router-mode.
-size_t placement::choose(std::vector<candidate>& cands,
-                         const std::vector<uint64_t>& seq,
-                         const std::unordered_map<uint32_t, uint32_t>& overlap,
-                         uint32_t prompt_blocks) {
-  if (cfg_.mode == "round-robin")
-    return round_robin_++ % cands.size();
-  if (cfg_.mode == "random")
-    return std::uniform_int_distribution<size_t>{0, cands.size() - 1}(rng_);
+// Each candidate's overlap: what the index knows, extended by the blocks
+// predicted for the requests just routed there.
+void placement::fill_overlaps(
+  std::vector<candidate>& cands, const std::vector<uint64_t>& seq,
+  const std::unordered_map<uint32_t, uint32_t>& overlap) const {
   auto now = now_();
   for (auto& c : cands) {
     auto o = overlap.find(c.slot);
     c.overlap_blocks = o == overlap.end() ? 0 : o->second;
-    // Predicted blocks extend what the index knows.
     const auto& pred = predicted_[c.slot];
     uint32_t n = 0;
     while (n < seq.size()) {
@@ -124,6 +119,15 @@ size_t placement::choose(std::vector<candidate>& cands,
     }
     c.overlap_blocks = std::max(c.overlap_blocks, n);
   }
+}
+
+// The index of the chosen candidate, by --router-mode.
+size_t placement::choose(const std::vector<candidate>& cands,
+                         uint32_t prompt_blocks) {
+  if (cfg_.mode == "round-robin")
+    return round_robin_++ % cands.size();
+  if (cfg_.mode == "random")
+    return std::uniform_int_distribution<size_t>{0, cands.size() - 1}(rng_);
   auto cfg = cfg_.selector;
   cfg.block_size = std::max(1u, block_size_);
   auto sel = select_worker(cands, prompt_blocks, cfg, rng_);
@@ -169,7 +173,10 @@ route_decision placement::place(const route_request& req) {
   std::unordered_map<uint32_t, uint32_t> overlap;
   for (auto o : index_.find_matches(seq))
     overlap[o.slot] = o.blocks;
-  auto slot = cands[choose(cands, seq, overlap, prompt_blocks)].slot;
+  fill_overlaps(cands, seq, overlap);
+  auto chosen = choose(cands, prompt_blocks);
+  auto slot = cands[chosen].slot;
+  explain(d, cands, chosen, prompt_blocks);
   auto o = overlap.find(slot);
   uint32_t overlap_blocks = o == overlap.end() ? 0 : o->second;
   auto& info = slots_[slot];
@@ -200,6 +207,24 @@ route_decision placement::place(const route_request& req) {
   return d;
 }
 
+// What the decision gave up, for the decision metrics and the status
+// page: the best overlap on offer and the load of the rank that had it.
+void placement::explain(route_decision& d, const std::vector<candidate>& cands,
+                        size_t chosen, uint32_t prompt_blocks) const {
+  size_t best = chosen;
+  for (size_t i = 0; i < cands.size(); ++i)
+    if (cands[i].overlap_blocks > cands[best].overlap_blocks)
+      best = i;
+  auto cfg = cfg_.selector;
+  cfg.block_size = std::max(1u, block_size_);
+  d.candidates = static_cast<uint32_t>(cands.size());
+  d.chosen_overlap_blocks = cands[chosen].overlap_blocks;
+  d.best_overlap_blocks = cands[best].overlap_blocks;
+  d.cost = cost(cands[chosen], prompt_blocks, cfg);
+  d.best_overlap_cost = cost(cands[best], prompt_blocks, cfg);
+  d.best_overlap_prefill_tokens = cands[best].active_prefill_tokens;
+}
+
 std::optional<uint32_t> placement::unbook(uint64_t key, bool finished) {
   auto i = bookings_.find(key);
   if (i == bookings_.end())
@@ -224,6 +249,17 @@ std::optional<uint32_t> placement::prefilled(uint64_t key) {
 
 std::optional<uint32_t> placement::release(uint64_t key) {
   return unbook(key, true);
+}
+
+std::vector<slot_view> placement::view() const {
+  std::vector<slot_view> out;
+  for (const auto& [id, slots] : worker_slots_)
+    for (auto slot : slots) {
+      const auto& s = slots_[slot];
+      out.push_back({slot, id, s.role, s.rank, s.prefill_tokens,
+                     s.decode_blocks, index_.held(slot)});
+    }
+  return out;
 }
 
 slot_load placement::load(uint32_t slot) const {

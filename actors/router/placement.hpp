@@ -49,6 +49,15 @@ struct route_decision {
   /// The chosen rank's load before this request was booked.
   uint64_t queued_prefill_tokens = 0;
   uint64_t held_decode_blocks = 0;
+  /// Why this rank: how many were on offer, the overlap it had (predicted
+  /// blocks included) against the best on offer, the cost of both, and the
+  /// queue of the rank with the best overlap (what outweighed it).
+  uint32_t candidates = 0;
+  uint32_t chosen_overlap_blocks = 0;
+  uint32_t best_overlap_blocks = 0;
+  double cost = 0;
+  double best_overlap_cost = 0;
+  uint64_t best_overlap_prefill_tokens = 0;
 };
 
 /// A batch of a worker rank's KV events from its sidecar.
@@ -80,6 +89,17 @@ struct slot_load {
   int rank = 0;
   uint64_t prefill_tokens = 0;
   uint64_t decode_blocks = 0;
+};
+
+/// A (worker, rank) as the status page shows it.
+struct slot_view {
+  uint32_t slot = 0;
+  std::string worker_id;
+  std::string role;
+  int rank = 0;
+  uint64_t prefill_tokens = 0;
+  uint64_t decode_blocks = 0;
+  size_t blocks_held = 0; // engine blocks in the index
 };
 
 /// The router's placement, without actors: the worker set, the global KV
@@ -121,6 +141,8 @@ class placement {
   std::optional<cluster::booking_note> note_of(uint64_t key) const;
 
   slot_load load(uint32_t slot) const;
+  /// Every live (worker, rank), by worker id and rank.
+  std::vector<slot_view> view() const;
   size_t slots() const { return slots_.size(); }
   /// Workers requests can be placed on (refused ones are not counted).
   size_t workers() const { return workers_.size(); }
@@ -150,9 +172,12 @@ class placement {
   };
 
   std::vector<candidate> candidates(const route_request& req) const;
-  size_t choose(std::vector<candidate>& cands, const std::vector<uint64_t>& seq,
-                const std::unordered_map<uint32_t, uint32_t>& overlap,
-                uint32_t prompt_blocks);
+  void
+  fill_overlaps(std::vector<candidate>& cands, const std::vector<uint64_t>& seq,
+                const std::unordered_map<uint32_t, uint32_t>& overlap) const;
+  size_t choose(const std::vector<candidate>& cands, uint32_t prompt_blocks);
+  void explain(route_decision& d, const std::vector<candidate>& cands,
+               size_t chosen, uint32_t prompt_blocks) const;
   void predict(uint32_t slot, const std::vector<uint64_t>& seq);
   std::optional<uint32_t> unbook(uint64_t key, bool finished);
 

@@ -18,6 +18,7 @@
 #include "actors/router/http_frontend.hpp"
 #include "actors/router/kv_router.hpp"
 #include "actors/router/router_fleet.hpp"
+#include "actors/router/status_page.hpp"
 #include "actors/router/worker_watcher.hpp"
 #include "cluster/discovery.hpp"
 #include "cluster/discovery_from.hpp"
@@ -229,6 +230,14 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
     parts->disc, parts->brain, relay_creds, parts->plane, server_name);
   parts->dispatch = dispatcher_from(ctx, *parts);
   parts->dispatch->set_relay_credentials(relay_creds, server_name);
+  add_status_page(
+    ctx, parts->brain, [weak = std::weak_ptr<router_parts>(parts)] {
+      auto p = weak.lock();
+      if (!p || !p->dispatch)
+        return nlohmann::json::object();
+      return nlohmann::json{{"last_minute", p->dispatch->recent().summary()},
+                            {"in_flight", p->dispatch->in_flight()}};
+    });
   if (tls && start_frontends(ctx, *parts, models_of(parts)))
     declare_ready(ctx, *parts, ready_workers);
   // Shutdown: stop admitting at once, let requests in flight finish for
