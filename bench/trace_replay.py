@@ -1,29 +1,39 @@
 #!/usr/bin/python3
-"""Routing quality: replays the Mooncake trace through `outrider --role all`
-with 4 simulated workers in kv, round-robin and random mode, in one run, and
-reports the KV hit rate (against what an infinite cache allows), TTFT p50/p99
-and throughput. Only the Python standard library (Debian's python3).
+"""Routing under load: replays the Mooncake trace through `outrider --role
+all` with simulated workers, for each worker count and load (time scale), in
+kv, round-robin and random mode in the same run, and reports the KV hit rate
+against an infinite cache and against one pooled LRU cache of the cluster's
+capacity, TTFT and ITL p50/p99, throughput and errors. Writes a table
+(Markdown and CSV) and plots (PNG) with --out.
 
-  bench/trace_replay.py [--requests N] [--time-scale S] [--max-output T]
+  bench/trace_replay.py --requests 1500 --workers 4 --time-scales 5,10,20,30
+  bench/trace_replay.py --help
 
 Each trace line: timestamp (ms), input_length, output_length, hash_ids (one
 id per 512-token block; equal ids = shared prefix). A hash id becomes its own
-deterministic 512 tokens; the prompt is cut at input_length.
+deterministic 512 tokens; the prompt is cut at input_length. Requests arrive
+open-loop at their (scaled) timestamps; one asyncio loop, no client threads.
+Python's standard library, plus matplotlib for the plots.
 """
 import argparse
-import http.client
+import asyncio
+import collections
+import csv
 import json
 import os
+import random
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TRACE = os.path.join(ROOT, "..", "shared", "data", "mooncake_synthetic_trace.jsonl")
+BLOCK = 16  # tokens per engine block (role all's engines)
+HASH_TOKENS = 512  # tokens per trace hash id
 
 
 def free_port():
@@ -35,7 +45,7 @@ def free_port():
 
 
 def block_tokens(h):
-    return [1 + (h * 1000003 + j * 7919) % 31000 for j in range(512)]
+    return [1 + (h * 1000003 + j * 7919) % 31000 for j in range(HASH_TOKENS)]
 
 
 def prompt_of(rec):
@@ -45,147 +55,271 @@ def prompt_of(rec):
     return toks[: rec["input_length"]]
 
 
+def hit_tokens(rec, held):
+    """Prompt tokens served from a cache holding the hash ids `held`: the
+    leading run of the prompt's ids, whole engine blocks only."""
+    hit = 0
+    for i, h in enumerate(rec["hash_ids"]):
+        if h not in held:
+            break
+        hit += min(HASH_TOKENS, rec["input_length"] - i * HASH_TOKENS)
+    return hit // BLOCK * BLOCK
+
+
 def ideal_hit_tokens(recs):
     """Prompt tokens an infinite prefix cache would serve."""
-    seen = set()
-    hit = 0
+    seen, hit = set(), 0
     for r in recs:
-        for i, h in enumerate(r["hash_ids"]):
-            if h not in seen:
-                break
-            hit += min(512, r["input_length"] - i * 512)
+        hit += hit_tokens(r, seen)
         seen.update(r["hash_ids"])
     return hit
 
 
-def one_request(port, prompt, max_tokens, out, lock):
-    body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "stream": True})
+def pooled_lru_hit_tokens(recs, capacity_blocks):
+    """Prompt tokens one LRU cache of the whole cluster's capacity would
+    serve: the bound for a router that cannot add capacity."""
+    cap = max(1, capacity_blocks * BLOCK // HASH_TOKENS)
+    lru, hit = collections.OrderedDict(), 0
+    for r in recs:
+        hit += hit_tokens(r, lru)
+        for h in r["hash_ids"]:
+            lru[h] = True
+            lru.move_to_end(h)
+        while len(lru) > cap:
+            lru.popitem(last=False)
+    return hit
+
+
+async def one_request(port, body, prompt_len, t_due, out):
+    """One streamed completion over HTTP/1.0 (the body ends at close)."""
+    await asyncio.sleep(max(0.0, t_due - time.monotonic()))
     t0 = time.monotonic()
-    ttft = None
-    cached = 0
-    ok = False
+    rec = {"ok": False, "ttft": None, "gaps": [], "cached": 0, "out": 0, "status": 0,
+           "prompt": prompt_len}
     try:
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-        c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
-        r = c.getresponse()
-        for raw in r:
-            line = raw.decode().strip()
-            if not line.startswith("data: "):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST /v1/completions HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: "
+                     + str(len(body)).encode() + b"\r\n\r\n" + body)
+        await writer.drain()
+        status = await reader.readline()
+        rec["status"] = int(status.split()[1]) if status else 0
+        while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+            pass
+        last = t0
+        while True:
+            line = await reader.readline()
+            if not line:
+                break
+            if not line.startswith(b"data: "):
                 continue
-            data = line[6:]
-            if data == "[DONE]":
-                ok = True
+            data = line[6:].strip()
+            if data == b"[DONE]":
+                rec["ok"] = rec["status"] == 200
                 break
             ev = json.loads(data)
             if "error" in ev:
                 break
-            if ttft is None and ev["choices"][0]["token_ids"]:
-                ttft = time.monotonic() - t0
-            if "usage" in ev:
-                cached = ev["usage"]["prompt_tokens_details"]["cached_tokens"]
-        c.close()
+            ids = ev["choices"][0].get("token_ids") or []
+            now = time.monotonic()
+            if ids:
+                if rec["ttft"] is None:
+                    rec["ttft"] = now - t0
+                    rec["gaps"].extend([0.0] * (len(ids) - 1))
+                else:
+                    rec["gaps"].append(now - last)
+                    rec["gaps"].extend([0.0] * (len(ids) - 1))
+                last = now
+                rec["out"] += len(ids)
+            if ev.get("usage"):
+                rec["cached"] = ev["usage"]["prompt_tokens_details"]["cached_tokens"]
+        writer.close()
     except Exception as e:  # counted as a failure
-        print("request failed:", e, file=sys.stderr)
-    with lock:
-        out.append((ok, ttft, cached, len(prompt), time.monotonic() - t0))
+        rec["error"] = str(e)
+    rec["end"] = time.monotonic()
+    out.append(rec)
 
 
-def run_mode(mode, recs, args, outrider):
-    work = tempfile.mkdtemp(prefix="outrider-trace-")
+def start_cluster(args, workers, mode, work):
     port, status = free_port(), free_port()
-    proc = subprocess.Popen(
-        [outrider, "--role", "all", "--sim-engines", "4", "--router-mode", mode,
-         "--sim-speedup", str(args.speedup), "--sim-kv-blocks", str(args.kv_blocks),
-         "--data-dir", work, "--http-port", str(port), "--system-port", str(status),
-         "--grpc-port", "0",
-         "--log-level", "warn"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd = [args.outrider, "--role", "all", "--sim-engines", str(workers),
+           "--router-mode", mode, "--sim-speedup", str(args.speedup),
+           "--sim-kv-blocks", str(args.kv_blocks), "--data-dir", work,
+           "--http-port", str(port), "--system-port", str(status),
+           "--grpc-port", "0", "--log-level", "warn"] + args.router_arg
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    import urllib.request
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{status}/ready", timeout=1) as r:
+                if r.status == 200:
+                    return proc, port
+        except Exception:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("the cluster did not turn ready in 60 s")
+
+
+def pct(v, p):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(p * (len(v) - 1)))] if v else float("nan")
+
+
+def run_point(recs, bodies, args, workers, mode, scale):
+    work = tempfile.mkdtemp(prefix="outrider-trace-")
+    proc, port = start_cluster(args, workers, mode, work)
     try:
-        # Ready once all 4 workers are registered.
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if len([f for f in os.listdir(os.path.join(work, "discovery"))
-                        if f.endswith(".json")]) == 4:
-                    break
-            except FileNotFoundError:
-                pass
-            time.sleep(0.1)
-        time.sleep(0.5)
-        results, lock = [], threading.Lock()
+        out = []
         start = time.monotonic() + 0.5
         t_first = recs[0]["timestamp"]
-        jobs = [(start + (r["timestamp"] - t_first) / 1000.0 / args.time_scale, r)
-                for r in recs]
-        next_job = [0]
 
-        def worker():
-            # Each worker takes the next request, waits until it is due, sends.
-            while True:
-                with lock:
-                    if next_job[0] >= len(jobs):
-                        return
-                    due, r = jobs[next_job[0]]
-                    next_job[0] += 1
-                delay = due - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-                one_request(port, prompt_of(r),
-                            min(args.max_output, max(1, r["output_length"])),
-                            results, lock)
+        async def all_requests():
+            await asyncio.gather(*[
+                one_request(port, b, r["input_length"],
+                            start + (r["timestamp"] - t_first) / 1000.0 / scale, out)
+                for r, b in zip(recs, bodies)])
 
-        pool = [threading.Thread(target=worker) for _ in range(args.clients)]
-        for t in pool:
-            t.start()
-        for t in pool:
-            t.join()
-        elapsed = time.monotonic() - start
+        asyncio.run(all_requests())
+        elapsed = max(x["end"] for x in out) - start
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
-    ok = [x for x in results if x[0]]
-    ttfts = sorted(x[1] for x in ok if x[1] is not None)
-    pct = lambda v, p: v[min(len(v) - 1, int(p * (len(v) - 1)))] if v else float("nan")
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(work, ignore_errors=True)
+    ok = [x for x in out if x["ok"]]
+    prompt = sum(x["prompt"] for x in ok)
+    ttfts = [x["ttft"] for x in ok if x["ttft"] is not None]
+    gaps = [g for x in ok for g in x["gaps"]]
     return {
-        "ok": len(ok), "failed": len(results) - len(ok),
-        "cached": sum(x[2] for x in ok), "prompt": sum(x[3] for x in ok),
-        "ttft_p50": pct(ttfts, 0.5), "ttft_p99": pct(ttfts, 0.99),
-        "rps": len(ok) / elapsed, "elapsed": elapsed,
+        "workers": workers, "mode": mode, "scale": scale, "ok": len(ok),
+        "failed": len(out) - len(ok), "cached": sum(x["cached"] for x in ok),
+        "prompt": prompt, "ttft_p50": pct(ttfts, 0.5), "ttft_p99": pct(ttfts, 0.99),
+        "itl_p50": pct(gaps, 0.5), "itl_p99": pct(gaps, 0.99),
+        "rps": len(ok) / elapsed, "tok_s": sum(x["out"] for x in ok) / elapsed,
+        "ttfts": ttfts,
     }
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--requests", type=int, default=600)
-    ap.add_argument("--time-scale", type=float, default=8.0,
-                    help="replay this many times faster than the trace")
-    ap.add_argument("--speedup", type=float, default=20.0,
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--requests", type=int, default=1500,
+                    help="the first N trace requests (3993: all)")
+    ap.add_argument("--workers", default="4", help="comma-separated worker counts")
+    ap.add_argument("--time-scales", default="5,10,20",
+                    help="comma-separated loads: replay this many times faster")
+    ap.add_argument("--modes", default="kv,round-robin,random")
+    ap.add_argument("--speedup", type=float, default=5.0,
                     help="the simulated engines' --speedup")
+    ap.add_argument("--kv-blocks", type=int, default=300000,
+                    help="KV blocks (of 16 tokens) per worker")
     ap.add_argument("--max-output", type=int, default=32,
                     help="cap on output tokens per request")
-    ap.add_argument("--kv-blocks", type=int, default=65536)
-    ap.add_argument("--clients", type=int, default=48,
-                    help="client threads (requests in flight at most)")
+    ap.add_argument("--max-input", type=int, default=131072 - 64,
+                    help="longer prompts are left out (beyond the context)")
+    ap.add_argument("--router-arg", action="append", default=[],
+                    help="an extra flag for outrider (repeat)")
+    ap.add_argument("--out", help="directory for the table, CSV and plots")
+    ap.add_argument("--tag", default="trace", help="file name prefix in --out")
     ap.add_argument("--outrider", default=os.path.join(ROOT, "build", "outrider"))
     args = ap.parse_args()
     recs = [json.loads(l) for l in open(TRACE)][: args.requests]
-    ideal = ideal_hit_tokens(recs) / sum(r["input_length"] for r in recs)
-    print(f"{len(recs)} trace requests, replayed {args.time_scale}x faster; engines at "
-          f"speedup {args.speedup}, {args.kv_blocks} blocks of 16 tokens each; output capped "
-          f"at {args.max_output} tokens")
-    print(f"infinite-cache hit rate: {100 * ideal:.1f}%")
-    print(f"{'mode':12} {'ok':>5} {'fail':>5} {'hit rate':>9} {'of ideal':>9} "
-          f"{'TTFT p50':>10} {'TTFT p99':>10} {'req/s':>7}")
-    res = {}
-    for mode in ["kv", "round-robin", "random"]:
-        m = run_mode(mode, recs, args, args.outrider)
-        res[mode] = m
-        hit = m["cached"] / m["prompt"] if m["prompt"] else 0
-        print(f"{mode:12} {m['ok']:>5} {m['failed']:>5} {100 * hit:>8.1f}% "
-              f"{100 * hit / ideal if ideal else 0:>8.1f}% {1000 * m['ttft_p50']:>8.0f}ms "
-              f"{1000 * m['ttft_p99']:>8.0f}ms {m['rps']:>7.2f}", flush=True)
-    kv, rr = res["kv"], res["round-robin"]
-    print(f"TTFT p50 round-robin / kv: {rr['ttft_p50'] / kv['ttft_p50']:.2f}x")
+    recs = [r for r in recs if r["input_length"] + args.max_output <= args.max_input]
+    bodies = [json.dumps({"prompt": prompt_of(r), "stream": True,
+                          "max_tokens": min(args.max_output, max(1, r["output_length"]))}
+                         ).encode() for r in recs]
+    total = sum(r["input_length"] for r in recs)
+    ideal = ideal_hit_tokens(recs) / total
+    print(f"{len(recs)} trace requests; engines at speedup {args.speedup}, "
+          f"{args.kv_blocks} blocks of {BLOCK} tokens each; output capped at "
+          f"{args.max_output} tokens; infinite-cache hit rate {100 * ideal:.1f}%")
+    rows = []
+    for workers in [int(w) for w in args.workers.split(",")]:
+        pooled = pooled_lru_hit_tokens(recs, workers * args.kv_blocks) / total
+        print(f"\n{workers} workers: pooled-LRU hit rate {100 * pooled:.1f}%")
+        print(f"{'scale':>6} {'mode':12} {'ok':>5} {'fail':>4} {'hit':>6} {'/inf':>6} "
+              f"{'/lru':>6} {'TTFT p50':>9} {'p99':>8} {'ITL p50':>8} {'p99':>7} "
+              f"{'req/s':>6} {'tok/s':>6}")
+        for scale in [float(s) for s in args.time_scales.split(",")]:
+            for mode in args.modes.split(","):
+                m = run_point(recs, bodies, args, workers, mode, scale)
+                m["hit"] = m["cached"] / m["prompt"] if m["prompt"] else 0
+                m["of_ideal"] = m["hit"] / ideal if ideal else 0
+                m["of_lru"] = m["hit"] / pooled if pooled else 0
+                rows.append(m)
+                print(f"{scale:>6g} {mode:12} {m['ok']:>5} {m['failed']:>4} "
+                      f"{100 * m['hit']:>5.1f}% {100 * m['of_ideal']:>5.1f}% "
+                      f"{100 * m['of_lru']:>5.1f}% {1000 * m['ttft_p50']:>7.0f}ms "
+                      f"{1000 * m['ttft_p99']:>6.0f}ms {1000 * m['itl_p50']:>6.1f}ms "
+                      f"{1000 * m['itl_p99']:>5.0f}ms {m['rps']:>6.1f} {m['tok_s']:>6.0f}",
+                      flush=True)
+            by = {r["mode"]: r for r in rows if r["workers"] == workers and r["scale"] == scale}
+            if "kv" in by and "round-robin" in by:
+                kv, rr = by["kv"], by["round-robin"]
+                print(f"{'':>6} round-robin / kv: TTFT p50 {rr['ttft_p50'] / kv['ttft_p50']:.2f}x, "
+                      f"p99 {rr['ttft_p99'] / kv['ttft_p99']:.2f}x, throughput kv/rr "
+                      f"{kv['tok_s'] / rr['tok_s']:.2f}", flush=True)
+    if args.out:
+        write_outputs(args, rows, ideal, recs)
+
+
+def write_outputs(args, rows, ideal, recs):
+    os.makedirs(args.out, exist_ok=True)
+    base = os.path.join(args.out, args.tag)
+    keys = ["workers", "scale", "mode", "ok", "failed", "hit", "of_ideal", "of_lru",
+            "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "rps", "tok_s"]
+    with open(base + ".csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(keys)
+        for r in rows:
+            w.writerow([r[k] if not isinstance(r[k], float) else f"{r[k]:.4f}" for k in keys])
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    colors = {"kv": "#2563eb", "round-robin": "#dc2626", "random": "#9ca3af"}
+    for workers in sorted({r["workers"] for r in rows}):
+        mine = [r for r in rows if r["workers"] == workers]
+        scales = sorted({r["scale"] for r in mine})
+        fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+        for mode in args.modes.split(","):
+            pts = sorted((r["scale"], r) for r in mine if r["mode"] == mode)
+            ax[0].plot([s for s, _ in pts], [100 * r["of_ideal"] for _, r in pts],
+                       "o-", color=colors.get(mode), label=mode)
+            ax[1].plot([s for s, _ in pts], [1000 * r["ttft_p50"] for _, r in pts],
+                       "o-", color=colors.get(mode), label=mode + " p50")
+            ax[1].plot([s for s, _ in pts], [1000 * r["ttft_p99"] for _, r in pts],
+                       "o--", color=colors.get(mode), alpha=0.5, label=mode + " p99")
+        ax[0].set(xlabel="load (times faster than the trace)",
+                  ylabel="hit rate, % of the infinite cache", ylim=(0, 105),
+                  title=f"{workers} workers: KV hit rate vs load")
+        ax[1].set(xlabel="load (times faster than the trace)", ylabel="TTFT (ms)",
+                  yscale="log", title=f"{workers} workers: TTFT vs load")
+        for a in ax:
+            a.grid(alpha=0.3)
+            a.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(f"{base}_load_{workers}w.png", dpi=110)
+        plt.close(fig)
+        # TTFT CDF per mode at the heaviest load.
+        top = scales[-1]
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for r in mine:
+            if r["scale"] != top or not r["ttfts"]:
+                continue
+            v = sorted(1000 * t for t in r["ttfts"])
+            ax.plot(v, [(i + 1) / len(v) for i in range(len(v))],
+                    color=colors.get(r["mode"]), label=r["mode"])
+        ax.set(xscale="log", xlabel="TTFT (ms)", ylabel="fraction of requests",
+               title=f"TTFT CDF, {workers} workers, {top:g}x")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(f"{base}_ttft_cdf_{workers}w.png", dpi=110)
+        plt.close(fig)
+    print(f"\nwrote {base}.csv and {base}_*.png")
 
 
 if __name__ == "__main__":

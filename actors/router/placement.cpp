@@ -37,6 +37,7 @@ placement::join placement::add_worker(const cluster::worker_record& r) {
   for (uint32_t rank = 0; rank < r.data_parallel_size; ++rank) {
     slots.push_back(static_cast<uint32_t>(slots_.size()));
     predicted_.emplace_back();
+    pending_.emplace_back();
     slots_.push_back(slot_info{r.worker_id, r.role, r.relay_endpoint,
                                r.engine_endpoint, r.protocol,
                                static_cast<int>(rank), true, 0, 0});
@@ -54,6 +55,7 @@ void placement::remove_worker(const std::string& id) {
     index_.clear_slot(slot);
     slots_[slot].alive = false;
     predicted_[slot].clear();
+    pending_[slot].clear();
   }
   std::erase_if(bookings_, [&](const auto& kv) {
     return slots_[kv.second.slot].worker_id == id;
@@ -109,14 +111,9 @@ void placement::fill_overlaps(
   for (auto& c : cands) {
     auto o = overlap.find(c.slot);
     c.overlap_blocks = o == overlap.end() ? 0 : o->second;
-    const auto& pred = predicted_[c.slot];
     uint32_t n = 0;
-    while (n < seq.size()) {
-      auto i = pred.find(seq[n]);
-      if (i == pred.end() || i->second < now)
-        break;
+    while (n < seq.size() && predicted(c.slot, seq[n], now))
       ++n;
-    }
     c.overlap_blocks = std::max(c.overlap_blocks, n);
   }
 }
@@ -137,15 +134,45 @@ size_t placement::choose(const std::vector<candidate>& cands,
   return 0;
 }
 
-void placement::predict(uint32_t slot, const std::vector<uint64_t>& seq) {
-  auto& pred = predicted_[slot];
-  auto now = now_();
-  auto expiry = now + cfg_.prediction_ttl;
-  if (pred.size() + seq.size() > cfg_.prediction_cap)
+bool placement::predicted(uint32_t slot, uint64_t hash,
+                          clock::time_point now) const {
+  if (pending_[slot].count(hash))
+    return true;
+  auto i = predicted_[slot].find(hash);
+  return i != predicted_[slot].end() && i->second >= now;
+}
+
+// The booking's blocks count as held on its slot until it is prefilled.
+void placement::predict(booking& b, const std::vector<uint64_t>& seq) {
+  auto& pred = predicted_[b.slot];
+  auto& pend = pending_[b.slot];
+  if (pred.size() + pend.size() + seq.size() > cfg_.prediction_cap) {
+    auto now = now_();
     std::erase_if(pred, [now](const auto& kv) { return kv.second < now; });
-  if (pred.size() + seq.size() <= cfg_.prediction_cap)
-    for (auto h : seq)
-      pred[h] = expiry;
+  }
+  if (pred.size() + pend.size() + seq.size() > cfg_.prediction_cap)
+    return;
+  for (auto h : seq)
+    ++pend[h];
+  b.pending = seq;
+}
+
+// Prefilled (or gone before): its blocks stay predicted for the TTL, the
+// time their KV events take to arrive.
+void placement::settle(booking& b) {
+  if (b.pending.empty())
+    return;
+  auto& pred = predicted_[b.slot];
+  auto& pend = pending_[b.slot];
+  auto expiry = now_() + cfg_.prediction_ttl;
+  for (auto h : b.pending) {
+    auto i = pend.find(h);
+    if (i != pend.end() && --i->second == 0)
+      pend.erase(i);
+    pred[h] = expiry;
+  }
+  b.pending.clear();
+  b.pending.shrink_to_fit();
 }
 
 route_decision placement::place(const route_request& req) {
@@ -180,23 +207,25 @@ route_decision placement::place(const route_request& req) {
   auto o = overlap.find(slot);
   uint32_t overlap_blocks = o == overlap.end() ? 0 : o->second;
   auto& info = slots_[slot];
-  if (cfg_.mode == "kv")
-    predict(slot, seq);
   d.queued_prefill_tokens = info.prefill_tokens;
   d.held_decode_blocks = info.decode_blocks;
   d.block_size = bs;
+  // Blocks predicted there are computed by a request ahead of this one:
+  // they are booked as cached.
+  auto reused = std::max(overlap_blocks, d.chosen_overlap_blocks);
   booking b;
   b.slot = slot;
-  b.prefill_tokens =
-    req.tokens.size() -
-    std::min<size_t>(req.tokens.size(), size_t{overlap_blocks} * bs);
-  b.decode_blocks = prompt_blocks - std::min(prompt_blocks, overlap_blocks);
+  b.prefill_tokens = req.tokens.size() -
+                     std::min<size_t>(req.tokens.size(), size_t{reused} * bs);
+  b.decode_blocks = prompt_blocks - std::min(prompt_blocks, reused);
+  if (cfg_.mode == "kv")
+    predict(b, seq);
   info.prefill_tokens += b.prefill_tokens;
   info.decode_blocks += b.decode_blocks;
   d.ok = true;
   d.key = next_key_++;
   d.slot = slot;
-  bookings_[d.key] = b;
+  bookings_[d.key] = std::move(b);
   d.worker_id = info.worker_id;
   d.endpoint = info.endpoint;
   d.engine_endpoint = info.engine_endpoint;
@@ -235,6 +264,7 @@ std::optional<uint32_t> placement::unbook(uint64_t key, bool finished) {
   if (!b.prefilled) {
     s.prefill_tokens -= std::min(s.prefill_tokens, b.prefill_tokens);
     b.prefilled = true;
+    settle(b);
   }
   if (finished) {
     s.decode_blocks -= std::min(s.decode_blocks, b.decode_blocks);

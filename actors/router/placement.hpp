@@ -75,8 +75,9 @@ struct router_config {
   /// Queued prefill tokens above which a rank counts as busy; when every
   /// rank is, requests wait instead of piling on.
   std::optional<double> queue_threshold;
-  /// How long a prefix just routed counts as cached on its rank before its
-  /// KV events arrive, and how many such blocks a rank may hold.
+  /// A prefix just routed counts as cached on its rank until its request is
+  /// prefilled and for this long after (until its KV events arrive); and
+  /// how many such blocks a rank may hold.
   std::chrono::milliseconds prediction_ttl{5000};
   size_t prediction_cap = 200000;
   /// A shared booking never released is forgotten after this long.
@@ -169,6 +170,7 @@ class placement {
     uint64_t prefill_tokens = 0;
     uint64_t decode_blocks = 0;
     bool prefilled = false;
+    std::vector<uint64_t> pending; // its blocks counted in pending_
   };
 
   std::vector<candidate> candidates(const route_request& req) const;
@@ -178,7 +180,9 @@ class placement {
   size_t choose(const std::vector<candidate>& cands, uint32_t prompt_blocks);
   void explain(route_decision& d, const std::vector<candidate>& cands,
                size_t chosen, uint32_t prompt_blocks) const;
-  void predict(uint32_t slot, const std::vector<uint64_t>& seq);
+  void predict(booking& b, const std::vector<uint64_t>& seq);
+  void settle(booking& b);
+  bool predicted(uint32_t slot, uint64_t hash, clock::time_point now) const;
   std::optional<uint32_t> unbook(uint64_t key, bool finished);
 
   router_config cfg_;
@@ -192,7 +196,11 @@ class placement {
   // Blocks a rank will hold once the requests just routed there are
   // prefilled: counted before their events arrive, so that a burst sharing
   // a prefix is not scattered. Entries expire.
+  // A block stays predicted while a request routed there with it has not
+  // been prefilled (pending_: how many such requests), then for
+  // prediction_ttl more, until its KV event has arrived (predicted_).
   std::vector<std::unordered_map<uint64_t, clock::time_point>> predicted_;
+  std::vector<std::unordered_map<uint64_t, uint32_t>> pending_;
   std::unordered_map<uint64_t, booking> bookings_;
   uint64_t next_key_ = 1;
   // Other routers' bookings live in bookings_ too, under keys of their own.

@@ -69,15 +69,52 @@ TEST_CASE("placement: predicted blocks hold a prefix until they expire",
   clk.t += 4s;
   auto again = place(p, prompt(0));
   CHECK(again.worker_id == first.worker_id);
+  CHECK(again.chosen_overlap_blocks == 4);
   p.release(again.key);
-  // Past the lifetime (counted from the last placement) the prediction is
+  // Past the lifetime (counted from the last prefill) the prediction is
   // gone; the first request still holds its blocks there, so the other rank
   // is cheaper now.
   clk.t += 4s;
-  CHECK(place(p, prompt(0)).worker_id == first.worker_id); // refreshed at 4s
+  auto third = place(p, prompt(0));
+  CHECK(third.worker_id == first.worker_id); // refreshed at 4s
+  p.release(third.key);
   clk.t += 6s;
   auto later = place(p, prompt(0));
   CHECK(later.worker_id != first.worker_id);
+}
+
+TEST_CASE("placement: a prefix stays predicted while its request waits, "
+          "however long the queue",
+          "[placement]") {
+  manual_clock clk;
+  auto cfg = mode("kv");
+  cfg.prediction_ttl = 2s;
+  placement p{cfg, clk.fn(), 1};
+  p.add_worker(worker("a"));
+  p.add_worker(worker("b"));
+  auto first = place(p, prompt(0));
+  REQUIRE(first.ok);
+  // A minute in the engine's queue: never prefilled, no KV event yet. A
+  // request with the same prefix still goes where it will be computed,
+  // and is booked as reusing it (only its own blocks to prefill).
+  clk.t += 60s;
+  auto second = place(p, prompt(0));
+  CHECK(second.worker_id == first.worker_id);
+  CHECK(second.chosen_overlap_blocks == 4);
+  CHECK(second.overlap_blocks == 0); // the index itself knows nothing
+  CHECK(p.load(second.slot).prefill_tokens == prompt(0).size());
+  // Once both are prefilled the prediction lasts the TTL, then goes.
+  p.prefilled(first.key);
+  p.prefilled(second.key);
+  clk.t += 1s;
+  auto third = place(p, prompt(0));
+  CHECK(third.chosen_overlap_blocks == 4);
+  p.release(third.key);
+  clk.t += 60s;
+  p.release(first.key);
+  p.release(second.key);
+  auto last = place(p, prompt(0));
+  CHECK(last.chosen_overlap_blocks == 0);
 }
 
 TEST_CASE("placement: KV events make the index win over an idle rank",

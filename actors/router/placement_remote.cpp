@@ -32,11 +32,11 @@ std::optional<uint32_t> placement::remote(const cluster::booking_note& n) {
   b.decode_blocks = n.decode_blocks;
   info.prefill_tokens += b.prefill_tokens;
   info.decode_blocks += b.decode_blocks;
-  auto key = next_remote_key_++;
-  bookings_[key] = b;
-  remote_[id] = {key, now};
   if (cfg_.mode == "kv" && !n.blocks.empty())
-    predict(slot, n.blocks);
+    predict(b, n.blocks);
+  auto key = next_remote_key_++;
+  bookings_[key] = std::move(b);
+  remote_[id] = {key, now};
   return slot;
 }
 
