@@ -291,7 +291,8 @@ std::vector<option_spec> make_specs() {
          "role all: KV blocks (of 16 tokens) per simulated engine",
          "--sim-kv-blocks 65536", {}, 16, 100000000),
     make("demo-requests", ot::integer, "0",
-         "role all: send this many requests, print a summary, exit",
+         "role all: run the demo workload (multi-turn conversations sharing "
+         "system prompts) of this many requests, print a summary, exit",
          "--demo-requests 48", {}, 0, 1000000),
     make("debug-hang-on-shutdown", ot::boolean, "false",
          "debugging: add an actor that never stops, to exercise "

@@ -339,6 +339,7 @@ std::vector<runtime::child_spec> all_children(runtime::role_context& ctx) {
         std::this_thread::sleep_for(std::chrono::milliseconds{100});
       workload_config w;
       w.requests = requests;
+      w.label = mode;
       auto summary = run_demo_workload(*parts->dispatch, w);
       std::printf("== outrider demo: %d workers, %s routing\n%s", engines,
                   mode.c_str(), summary.c_str());
