@@ -82,6 +82,8 @@ struct option_key {
   X(dispatch, "dispatch", string)                                              \
   X(router_mode, "router-mode", string)                                        \
   X(kv_overlap_score_weight, "kv-overlap-score-weight", number)                \
+  X(kv_decode_weight, "kv-decode-weight", number)                              \
+  X(kv_prediction_ttl, "kv-prediction-ttl", duration)                          \
   X(router_temperature, "router-temperature", number)                          \
   X(migration_limit, "migration-limit", integer)                               \
   X(router_conditional_disagg, "router-conditional-disagg", boolean)           \

@@ -256,6 +256,14 @@ std::vector<option_spec> make_specs() {
     make("kv-overlap-score-weight", ot::number, "1.0",
          "router: weight of prefill blocks against decode blocks in the cost",
          "--kv-overlap-score-weight 2"),
+    make("kv-decode-weight", ot::number, "1.0",
+         "router: weight of decode blocks (held, plus the prompt's new ones) "
+         "in the cost",
+         "--kv-decode-weight 0.5"),
+    make("kv-prediction-ttl", ot::duration, "5s",
+         "router: how long a prefilled prompt counts as cached on its rank "
+         "before its KV events arrive",
+         "--kv-prediction-ttl 2s"),
     make("router-temperature", ot::number, "0",
          "router: 0 picks the lowest cost; above 0 samples softmax(-cost/T)",
          "--router-temperature 0.5"),

@@ -68,7 +68,9 @@ router_config router_config_from(const runtime::options& o) {
   router_config rc;
   rc.mode = o.get(opt::router_mode);
   rc.selector.overlap_score_weight = o.get(opt::kv_overlap_score_weight);
+  rc.selector.decode_weight = o.get(opt::kv_decode_weight);
   rc.selector.temperature = o.get(opt::router_temperature);
+  rc.prediction_ttl = o.get(opt::kv_prediction_ttl);
   rc.model = o.get(opt::served_model);
   if (o.get(opt::router_queue_threshold) > 0)
     rc.queue_threshold = o.get(opt::router_queue_threshold);

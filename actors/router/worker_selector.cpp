@@ -15,7 +15,7 @@ double cost(const candidate& c, uint32_t prompt_blocks,
   double prefill = uncached + queued;
   // Cached blocks are held already: only the new ones add to decode load.
   double decode = static_cast<double>(c.active_decode_blocks) + uncached;
-  return cfg.overlap_score_weight * prefill + decode;
+  return cfg.overlap_score_weight * prefill + cfg.decode_weight * decode;
 }
 
 std::optional<selection> select_worker(const std::vector<candidate>& cands,

@@ -17,6 +17,7 @@ struct candidate {
 
 struct selector_config {
   double overlap_score_weight = 1.0;
+  double decode_weight = 1.0;
   double temperature = 0.0; // 0: lowest cost wins (ties at random)
   uint32_t block_size = 64;
 };
@@ -28,9 +29,9 @@ struct selection {
 };
 
 /// The cost of sending a prompt of `prompt_blocks` blocks to `c`:
-/// weight x (blocks it must prefill, its own queue included) + the decode
-/// blocks it will hold (those it holds already, plus the prompt's uncached
-/// ones: cached blocks are shared, not held twice).
+/// weight x (blocks it must prefill, its own queue included) + decode
+/// weight x the decode blocks it will hold (those it holds already, plus the
+/// prompt's uncached ones: cached blocks are shared, not held twice).
 double cost(const candidate& c, uint32_t prompt_blocks,
             const selector_config& cfg);
 

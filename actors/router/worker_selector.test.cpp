@@ -42,6 +42,16 @@ TEST_CASE("the overlap weight trades prefill against decode load") {
   CHECK(select_worker(c, 10, heavy, rng)->slot == 0);
 }
 
+TEST_CASE("the decode weight scales the decode load against the prefill") {
+  std::mt19937_64 rng{1};
+  // The same two slots: a lighter decode weight lets the cache win.
+  std::vector<candidate> c{{0, 10, 0, 25}, {1, 0, 0, 0}};
+  selector_config cfg;
+  cfg.decode_weight = 0.25; // 0 + 6.25 vs 10 + 2.5
+  CHECK(select_worker(c, 10, cfg, rng)->slot == 0);
+  CHECK(cost(c[0], 10, cfg) == Approx(6.25));
+}
+
 TEST_CASE("ties are broken at random, temperature samples") {
   std::mt19937_64 rng{7};
   selector_config cfg;
