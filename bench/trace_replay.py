@@ -225,7 +225,13 @@ def main():
     ap.add_argument("--out", help="directory for the table, CSV and plots")
     ap.add_argument("--tag", default="trace", help="file name prefix in --out")
     ap.add_argument("--outrider", default=os.path.join(ROOT, "build", "outrider"))
+    ap.add_argument("--replot", help="draw the plots again from a run's JSON")
     args = ap.parse_args()
+    if args.replot:
+        saved = json.load(open(args.replot))
+        args.modes = saved["modes"]
+        plot(args, saved["rows"], os.path.splitext(args.replot)[0])
+        return
     recs = [json.loads(l) for l in open(TRACE)][: args.requests]
     recs = [r for r in recs if r["input_length"] + args.max_output <= args.max_input]
     bodies = [json.dumps({"prompt": prompt_of(r), "stream": True,
@@ -276,6 +282,12 @@ def write_outputs(args, rows, ideal, recs):
         w.writerow(keys)
         for r in rows:
             w.writerow([r[k] if not isinstance(r[k], float) else f"{r[k]:.4f}" for k in keys])
+    with open(base + ".json", "w") as f:
+        json.dump({"modes": args.modes, "ideal": ideal, "rows": rows}, f)
+    plot(args, rows, base)
+
+
+def plot(args, rows, base):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -303,21 +315,22 @@ def write_outputs(args, rows, ideal, recs):
         fig.tight_layout()
         fig.savefig(f"{base}_load_{workers}w.png", dpi=110)
         plt.close(fig)
-        # TTFT CDF per mode at the heaviest load.
-        top = scales[-1]
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for r in mine:
-            if r["scale"] != top or not r["ttfts"]:
-                continue
-            v = sorted(1000 * t for t in r["ttfts"])
-            ax.plot(v, [(i + 1) / len(v) for i in range(len(v))],
-                    color=colors.get(r["mode"]), label=r["mode"])
-        ax.set(xscale="log", xlabel="TTFT (ms)", ylabel="fraction of requests",
-               title=f"TTFT CDF, {workers} workers, {top:g}x")
-        ax.grid(alpha=0.3)
-        ax.legend()
+        # TTFT CDF per mode, one panel per load.
+        fig, axes = plt.subplots(1, len(scales), figsize=(4 * len(scales), 3.6),
+                                 squeeze=False)
+        for ax, scale in zip(axes[0], scales):
+            for r in mine:
+                if r["scale"] != scale or not r["ttfts"]:
+                    continue
+                v = sorted(1000 * t for t in r["ttfts"])
+                ax.plot(v, [(i + 1) / len(v) for i in range(len(v))],
+                        color=colors.get(r["mode"]), label=r["mode"])
+            ax.set(xscale="log", xlabel="TTFT (ms)", ylabel="fraction of requests",
+                   title=f"TTFT CDF, {workers} workers, {scale:g}x")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
         fig.tight_layout()
-        fig.savefig(f"{base}_ttft_cdf_{workers}w.png", dpi=110)
+        fig.savefig(f"{base}_ttft_cdf_{workers}w.png", dpi=100)
         plt.close(fig)
     print(f"\nwrote {base}.csv and {base}_*.png")
 

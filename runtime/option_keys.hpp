@@ -83,6 +83,7 @@ struct option_key {
   X(router_mode, "router-mode", string)                                        \
   X(kv_overlap_score_weight, "kv-overlap-score-weight", number)                \
   X(kv_decode_weight, "kv-decode-weight", number)                              \
+  X(kv_queue_weight, "kv-queue-weight", number)                                \
   X(kv_prediction_ttl, "kv-prediction-ttl", duration)                          \
   X(router_temperature, "router-temperature", number)                          \
   X(migration_limit, "migration-limit", integer)                               \

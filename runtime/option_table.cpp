@@ -256,10 +256,15 @@ std::vector<option_spec> make_specs() {
     make("kv-overlap-score-weight", ot::number, "1.0",
          "router: weight of prefill blocks against decode blocks in the cost",
          "--kv-overlap-score-weight 2"),
-    make("kv-decode-weight", ot::number, "1.0",
+    make("kv-decode-weight", ot::number, "0.1",
          "router: weight of decode blocks (held, plus the prompt's new ones) "
          "in the cost",
-         "--kv-decode-weight 0.5"),
+         "--kv-decode-weight 1"),
+    make("kv-queue-weight", ot::number, "0.25",
+         "router: weight of a rank's queued prefill blocks against the "
+         "prompt's own uncached blocks (below 1: a cache hit is worth more "
+         "than its own prefill time, it frees the rank for others)",
+         "--kv-queue-weight 1"),
     make("kv-prediction-ttl", ot::duration, "5s",
          "router: how long a prefilled prompt counts as cached on its rank "
          "before its KV events arrive",

@@ -69,6 +69,7 @@ router_config router_config_from(const runtime::options& o) {
   rc.mode = o.get(opt::router_mode);
   rc.selector.overlap_score_weight = o.get(opt::kv_overlap_score_weight);
   rc.selector.decode_weight = o.get(opt::kv_decode_weight);
+  rc.selector.queue_weight = o.get(opt::kv_queue_weight);
   rc.selector.temperature = o.get(opt::router_temperature);
   rc.prediction_ttl = o.get(opt::kv_prediction_ttl);
   rc.model = o.get(opt::served_model);

@@ -12,7 +12,7 @@ double cost(const candidate& c, uint32_t prompt_blocks,
                       : 0.0;
   double queued =
     static_cast<double>(c.active_prefill_tokens) / std::max(1u, cfg.block_size);
-  double prefill = uncached + queued;
+  double prefill = uncached + cfg.queue_weight * queued;
   // Cached blocks are held already: only the new ones add to decode load.
   double decode = static_cast<double>(c.active_decode_blocks) + uncached;
   return cfg.overlap_score_weight * prefill + cfg.decode_weight * decode;

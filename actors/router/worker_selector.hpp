@@ -15,10 +15,14 @@ struct candidate {
   uint64_t active_decode_blocks = 0;  // KV blocks its running requests hold
 };
 
+/// 1.0 everywhere is the plain cost; the router's defaults (0.1 decode,
+/// 0.25 queue) come from the option table, chosen by bench/trace_replay.py
+/// (docs/benchmarks.md).
 struct selector_config {
   double overlap_score_weight = 1.0;
   double decode_weight = 1.0;
-  double temperature = 0.0; // 0: lowest cost wins (ties at random)
+  double queue_weight = 1.0; // queued blocks against the prompt's own
+  double temperature = 0.0;  // 0: lowest cost wins (ties at random)
   uint32_t block_size = 64;
 };
 

@@ -116,6 +116,12 @@ TEST_CASE("routers sharing their bookings spread a burst as one router "
           "does, routers that do not share herd") {
   nats_server nats;
   auto flags = fleet_flags(nats);
+  // The plain cost (every weight 1), as measured below: queued load then
+  // counts as much as a hit, so one router spreads a burst visibly (the
+  // default weights favour the cached prefix more, and leave less room
+  // between one router and a herd).
+  flags.insert(flags.end(),
+               {"--kv-queue-weight", "1", "--kv-decode-weight", "1"});
   auto shared = flags;
   shared.push_back("--share-bookings");
   // Slow engines: a burst's requests are all in flight at once and none is
