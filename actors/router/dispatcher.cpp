@@ -58,6 +58,15 @@ dispatcher::stats dispatcher::stats::make() {
                  "Requests waiting for a worker below the queue threshold");
   s.in_flight = &m.get_gauge("outrider_router_requests_in_flight",
                              "Requests the dispatcher is carrying");
+  const char* source_help =
+    "Disaggregation decisions by where the decode worker's KV load came "
+    "from: its engine's report (GetLoad) or the router's books";
+  s.decode_load_engine =
+    &m.get_counter("outrider_router_disagg_decode_load_total", source_help,
+                   {{"source", "engine"}});
+  s.decode_load_books =
+    &m.get_counter("outrider_router_disagg_decode_load_total", source_help,
+                   {{"source", "books"}});
   for (const char* outcome :
        {"no_prefill_pool", "local_prefill", "prefill_failed", "remote_prefill"})
     s.disagg_outcomes[outcome] =

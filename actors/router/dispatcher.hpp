@@ -102,6 +102,8 @@ class dispatcher {
     runtime::counter* migrations = nullptr;
     runtime::gauge* queue_depth = nullptr;
     runtime::gauge* in_flight = nullptr;
+    runtime::counter* decode_load_engine = nullptr;
+    runtime::counter* decode_load_books = nullptr;
     std::map<std::string, runtime::counter*> disagg_outcomes;
     runtime::counter& disagg(const std::string& outcome) {
       return *disagg_outcomes.at(outcome);

@@ -122,6 +122,8 @@ std::string status_json(router_state& st) {
        {"active_prefill_tokens", v.prefill_tokens},
        {"active_decode_blocks", v.decode_blocks},
        {"blocks_held", v.blocks_held},
+       {"engine_used_kv_blocks", v.engine_used_kv_blocks},
+       {"engine_total_kv_blocks", v.engine_total_kv_blocks},
        {"placed", v.slot < st.stats.per_slot.size()
                     ? st.stats.per_slot[v.slot].placed->value()
                     : 0}});
@@ -216,6 +218,9 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
       return doc.dump();
     },
     [=](status_atom) { return status_json(self->state); },
+    [=](engine_load_atom, const std::shared_ptr<const engine_load>& l) {
+      self->state.core->engine_reported(*l);
+    },
   };
 }
 

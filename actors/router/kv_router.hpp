@@ -25,6 +25,7 @@ using index_atom = caf::atom_constant<caf::atom("index")>;
 using booking_atom = caf::atom_constant<caf::atom("booking")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using status_atom = caf::atom_constant<caf::atom("status")>;
+using engine_load_atom = caf::atom_constant<caf::atom("engload")>;
 
 /// The router's brain: the worker set, the global KV index (router block
 /// hash per worker and rank) and the load it has sent each rank.
@@ -34,6 +35,8 @@ using status_atom = caf::atom_constant<caf::atom("status")>;
 ///   books the request's load there.
 /// - `(prefilled, key)`: its prompt is computed; `(release, key)`: done.
 /// - `(index)` -> JSON: the blocks held per worker and rank (debugging).
+/// - `(engload, load)`: what a worker's engine reports of its KV cache
+///   (load_poller).
 /// - `(status)` -> JSON: mode, workers with their ranks' load and blocks
 ///   held, the last decisions (the status page).
 /// - `(booking, note)`: another router's booking (--share-bookings); with
@@ -50,7 +53,8 @@ using kv_router_actor = caf::typed_actor<
   caf::replies_to<index_atom>::with<std::string>,
   caf::replies_to<status_atom>::with<std::string>,
   caf::reacts_to<booking_atom, std::shared_ptr<const cluster::booking_note>>,
-  caf::reacts_to<tick_atom>>;
+  caf::reacts_to<tick_atom>,
+  caf::reacts_to<engine_load_atom, std::shared_ptr<const engine_load>>>;
 
 /// Where a router tells the others its bookings, and its name there.
 struct booking_share {
@@ -70,3 +74,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(
   std::shared_ptr<const outrider::router::worker_events>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(
   std::shared_ptr<const outrider::cluster::booking_note>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(
+  std::shared_ptr<const outrider::router::engine_load>)

@@ -86,6 +86,26 @@ bool placement::apply_events(const worker_events& ev) {
   return true;
 }
 
+void placement::engine_reported(const engine_load& l) {
+  auto i = worker_slots_.find(l.worker_id);
+  if (i == worker_slots_.end())
+    return;
+  for (const auto& r : l.ranks) {
+    if (r.rank < 0 || static_cast<size_t>(r.rank) >= i->second.size())
+      continue;
+    auto& s = slots_[i->second[static_cast<size_t>(r.rank)]];
+    s.engine_used = static_cast<int64_t>(r.used_kv_blocks);
+    s.engine_total = r.total_kv_blocks;
+    s.engine_at = now_();
+  }
+}
+
+int64_t placement::engine_used(const slot_info& s) const {
+  return s.engine_used >= 0 && now_() - s.engine_at <= cfg_.engine_load_fresh
+           ? s.engine_used
+           : -1;
+}
+
 std::vector<candidate> placement::candidates(const route_request& req) const {
   std::vector<candidate> cands;
   for (uint32_t s = 0; s < slots_.size(); ++s) {
@@ -209,6 +229,7 @@ route_decision placement::place(const route_request& req) {
   auto& info = slots_[slot];
   d.queued_prefill_tokens = info.prefill_tokens;
   d.held_decode_blocks = info.decode_blocks;
+  d.engine_used_kv_blocks = engine_used(info);
   d.block_size = bs;
   // Blocks predicted there are computed by a request ahead of this one:
   // they are booked as cached.
@@ -287,7 +308,8 @@ std::vector<slot_view> placement::view() const {
     for (auto slot : slots) {
       const auto& s = slots_[slot];
       out.push_back({slot, id, s.role, s.rank, s.prefill_tokens,
-                     s.decode_blocks, index_.held(slot)});
+                     s.decode_blocks, index_.held(slot), engine_used(s),
+                     s.engine_total});
     }
   return out;
 }

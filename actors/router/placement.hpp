@@ -49,6 +49,9 @@ struct route_decision {
   /// The chosen rank's load before this request was booked.
   uint64_t queued_prefill_tokens = 0;
   uint64_t held_decode_blocks = 0;
+  /// KV blocks in use on the chosen rank as its engine last reported, if
+  /// that report is fresh (-1: none, e.g. vLLM).
+  int64_t engine_used_kv_blocks = -1;
   /// Why this rank: how many were on offer, the overlap it had (predicted
   /// blocks included) against the best on offer, the cost of both, and the
   /// queue of the rank with the best overlap (what outweighed it).
@@ -80,6 +83,8 @@ struct router_config {
   /// how many such blocks a rank may hold.
   std::chrono::milliseconds prediction_ttl{5000};
   size_t prediction_cap = 200000;
+  /// An engine's load report counts for this long (then the books do).
+  std::chrono::milliseconds engine_load_fresh{3000};
   /// A shared booking never released is forgotten after this long.
   std::chrono::milliseconds remote_booking_ttl{std::chrono::minutes{30}};
 };
@@ -92,6 +97,17 @@ struct slot_load {
   uint64_t decode_blocks = 0;
 };
 
+/// What a worker's engine reports of its KV cache, per rank (GetLoad).
+struct engine_load {
+  struct rank_load {
+    int rank = 0;
+    uint64_t used_kv_blocks = 0;
+    uint64_t total_kv_blocks = 0;
+  };
+  std::string worker_id;
+  std::vector<rank_load> ranks;
+};
+
 /// A (worker, rank) as the status page shows it.
 struct slot_view {
   uint32_t slot = 0;
@@ -100,7 +116,9 @@ struct slot_view {
   int rank = 0;
   uint64_t prefill_tokens = 0;
   uint64_t decode_blocks = 0;
-  size_t blocks_held = 0; // engine blocks in the index
+  size_t blocks_held = 0;             // engine blocks in the index
+  int64_t engine_used_kv_blocks = -1; // as the engine reports (-1: unknown)
+  uint64_t engine_total_kv_blocks = 0;
 };
 
 /// The router's placement, without actors: the worker set, the global KV
@@ -121,6 +139,9 @@ class placement {
   void remove_worker(const std::string& worker_id);
   /// False when the worker or rank is unknown (the events are dropped).
   bool apply_events(const worker_events& ev);
+  /// An engine's own report of its KV cache; counts for
+  /// `engine_load_fresh` (ranks not in it keep what they had).
+  void engine_reported(const engine_load& l);
 
   /// Picks a rank and books the request's load there.
   route_decision place(const route_request& req);
@@ -164,7 +185,11 @@ class placement {
     bool alive = false;
     uint64_t prefill_tokens = 0;
     uint64_t decode_blocks = 0;
+    int64_t engine_used = -1; // engine_reported
+    uint64_t engine_total = 0;
+    clock::time_point engine_at{};
   };
+  int64_t engine_used(const slot_info& s) const;
   struct booking {
     uint32_t slot = 0;
     uint64_t prefill_tokens = 0;

@@ -190,3 +190,25 @@ TEST_CASE("placement: workers of another model or block size are refused",
   p.remove_worker("a");
   CHECK_FALSE(place(p, prompt(0)).ok);
 }
+
+TEST_CASE("placement: an engine's own KV report counts while it is fresh",
+          "[placement]") {
+  manual_clock clk;
+  placement p{mode("kv"), clk.fn(), 1};
+  p.add_worker(worker("a"));
+  auto before = place(p, prompt(0));
+  CHECK(before.engine_used_kv_blocks == -1); // nothing reported yet
+  p.release(before.key);
+  p.engine_reported({"a", {{0, 120, 1000}, {7, 5, 5}}}); // rank 7: no such
+  p.engine_reported({"nobody", {{0, 1, 1}}});
+  auto d = place(p, prompt(0));
+  CHECK(d.engine_used_kv_blocks == 120);
+  auto v = p.view();
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].engine_used_kv_blocks == 120);
+  CHECK(v[0].engine_total_kv_blocks == 1000);
+  p.release(d.key);
+  // A report older than engine_load_fresh (3 s) is not believed.
+  clk.t += 4s;
+  CHECK(place(p, prompt(0)).engine_used_kv_blocks == -1);
+}

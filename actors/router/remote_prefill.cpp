@@ -64,7 +64,11 @@ void dispatcher::maybe_remote_prefill(const std::vector<uint32_t>& tokens,
     in.isl = static_cast<uint32_t>(preq->tokens.size());
     in.cached_on_decode = d.overlap_blocks * d.block_size;
     in.prefill_queue = static_cast<double>(p.queued_prefill_tokens);
-    in.decode_blocks = static_cast<double>(d.held_decode_blocks);
+    // What the decode engine reports, while fresh; else the router's books.
+    bool engine = d.engine_used_kv_blocks >= 0;
+    in.decode_blocks = engine ? static_cast<double>(d.engine_used_kv_blocks)
+                              : static_cast<double>(d.held_decode_blocks);
+    (engine ? stats_.decode_load_engine : stats_.decode_load_books)->inc();
     if (decide(*disagg_, in, queue_threshold_) ==
         disagg_decision::local_prefill) {
       caf::anon_send(router_->get(), release_atom::value, p.key);

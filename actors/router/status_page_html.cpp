@@ -34,7 +34,7 @@ th{background:#f0f2f5} td:first-child,th:first-child{text-align:left}
 </div>
 <h2>Workers</h2>
 <table id="workers"><thead><tr><th>worker</th><th>role</th><th>rank</th>
-<th>KV blocks held</th><th>active prefill tokens</th><th>decode blocks</th>
+<th>KV blocks held</th><th>KV in use (engine)</th><th>active prefill tokens</th><th>decode blocks</th>
 <th>placed</th><th>requests (1 min)</th><th>hit rate</th><th>TTFT p50</th><th>ITL p50</th></tr></thead>
 <tbody></tbody></table>
 <h2>Recent routing decisions</h2>
@@ -70,6 +70,7 @@ function render(s) {
     const held = cell(tr, r.blocks_held + " ");
     const bar = document.createElement("span"); bar.className = "bar";
     bar.style.width = (60 * r.blocks_held / most).toFixed(0) + "px"; held.appendChild(bar);
+    cell(tr, r.engine_used_kv_blocks >= 0 ? r.engine_used_kv_blocks + " / " + r.engine_total_kv_blocks : "n/a");
     cell(tr, r.active_prefill_tokens); cell(tr, r.active_decode_blocks); cell(tr, r.placed);
     cell(tr, m.requests || 0); cell(tr, pct(m.hit_rate || 0));
     cell(tr, ms(m.ttft_p50_ms || 0) + " ms"); cell(tr, ms(m.itl_p50_ms || 0) + " ms");

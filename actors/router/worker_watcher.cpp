@@ -85,7 +85,8 @@ worker_watcher::worker_watcher(std::shared_ptr<cluster::discovery> disc,
                                std::string tls_server_name)
   : disc_(std::move(disc)), router_(std::move(router)),
     creds_(std::move(creds)), server_name_(std::move(tls_server_name)),
-    plane_(std::move(plane)) {
+    plane_(std::move(plane)),
+    poller_(std::make_unique<load_poller>(router_, creds_, server_name_)) {
   if (plane_) {
     plane_connections_ = plane_->connections();
     auto err = plane_->subscribe([this](cluster::kv_plane_message m) {
@@ -137,6 +138,7 @@ worker_watcher::~worker_watcher() {
   stopping_ = true;
   if (thread_.joinable())
     thread_.join();
+  poller_.reset();
   for (auto& [id, s] : subs_)
     s->stop();
   std::map<std::string, std::unique_ptr<kv_follower>> followers;
@@ -200,6 +202,10 @@ void worker_watcher::run() {
       follow(r);
     }
     known_ = std::move(now);
+    std::map<std::string, std::string> relays;
+    for (const auto& [id, r] : known_)
+      relays[id] = r.relay_endpoint;
+    poller_->set_workers(std::move(relays));
     if (files)
       files->wait_for_change(std::chrono::milliseconds{500});
     else if (nats)

@@ -11,6 +11,7 @@
 
 #include "actors/router/kv_follower.hpp"
 #include "actors/router/kv_router.hpp"
+#include "actors/router/load_poller.hpp"
 #include "cluster/discovery.hpp"
 #include "cluster/nats_discovery.hpp"
 #include "runtime/actor_slot.hpp"
@@ -60,6 +61,7 @@ class worker_watcher {
   uint64_t plane_connections_ = 0;
   std::mutex followers_mtx_; // the NATS thread looks followers up
   std::map<std::string, std::unique_ptr<kv_follower>> followers_;
+  std::unique_ptr<load_poller> poller_; // the engines' own KV load
   std::thread thread_;
 };
 

@@ -1,0 +1,73 @@
+#pragma once
+
+// One prefill and one decode engine with their sidecars, and a router with
+// conditional disaggregation: for the disaggregation tests.
+
+#include <nlohmann/json.hpp>
+
+#include "tests/e2e/router_cluster.hpp"
+#include "tests/e2e/sidecar_process.hpp"
+#include "tests/e2e/sim_process.hpp"
+
+namespace outrider::test {
+
+// One prefill and one decode engine, with sidecars, and a router with
+// conditional disaggregation configured by `config`.
+struct disagg_cluster {
+  temp_dir discovery;
+  sim_process prefill;
+  sim_process decode;
+  std::unique_ptr<sidecar_process> prefill_side, decode_side;
+  uint16_t http_port = free_port();
+  uint16_t status = free_port();
+  std::unique_ptr<child_process> router;
+
+  explicit disagg_cluster(const std::string& config,
+                          const std::string& speedup = "100")
+    : prefill({.role = "prefill", .extra = {"--speedup", speedup}}),
+      decode({.role = "decode", .extra = {"--speedup", speedup}}) {
+    REQUIRE(prefill.wait_serving(10s));
+    REQUIRE(decode.wait_serving(10s));
+    auto flags = [&](const char* id) {
+      return std::vector<std::string>{"--discovery-dir", discovery.str(),
+                                      "--worker-id", id};
+    };
+    prefill_side = std::make_unique<sidecar_process>(prefill.endpoint(),
+                                                     nullptr, flags("p0"));
+    decode_side = std::make_unique<sidecar_process>(decode.endpoint(), nullptr,
+                                                    flags("d0"));
+    for (auto* s : {prefill_side.get(), decode_side.get()})
+      REQUIRE(eventually([&] { return s->get("/ready") == 200; }, 10s));
+    router = std::make_unique<child_process>(std::vector<std::string>{
+      OUTRIDER_BIN, "--role", "router", "--discovery-dir", discovery.str(),
+      "--http-port", std::to_string(http_port), "--system-port",
+      std::to_string(status), "--grpc-port", "0", "--router-conditional-disagg",
+      "--router-conditional-disagg-config", config});
+    REQUIRE(eventually(
+      [&] {
+        std::string body;
+        return http_get(http_port, "/v1/models", &body) == 200 &&
+               body.find("sim-model") != std::string::npos;
+      },
+      10s));
+  }
+
+  double metric(const std::string& series) const {
+    return metric_value(status, series);
+  }
+
+  std::vector<uint32_t> complete(const std::vector<uint32_t>& prompt,
+                                 uint32_t max_tokens) {
+    auto [code, body] = http(
+      http_port, "POST", "/v1/completions",
+      nlohmann::json{{"prompt", prompt}, {"max_tokens", max_tokens}}.dump());
+    INFO(body);
+    REQUIRE(code == 200);
+    return nlohmann::json::parse(body)["choices"][0]["token_ids"]
+      .get<std::vector<uint32_t>>();
+  }
+};
+
+inline const std::string decisions = "outrider_router_disagg_decisions_total";
+
+} // namespace outrider::test
