@@ -122,6 +122,12 @@ std::vector<candidate> placement::candidates(const route_request& req) const {
   return cands;
 }
 
+selector_config placement::selector() const {
+  auto cfg = cfg_.selector;
+  cfg.block_size = std::max(1u, block_size_);
+  return cfg;
+}
+
 // Each candidate's overlap: what the index knows, extended by the blocks
 // predicted for the requests just routed there.
 void placement::fill_overlaps(
@@ -145,9 +151,7 @@ size_t placement::choose(const std::vector<candidate>& cands,
     return round_robin_++ % cands.size();
   if (cfg_.mode == "random")
     return std::uniform_int_distribution<size_t>{0, cands.size() - 1}(rng_);
-  auto cfg = cfg_.selector;
-  cfg.block_size = std::max(1u, block_size_);
-  auto sel = select_worker(cands, prompt_blocks, cfg, rng_);
+  auto sel = select_worker(cands, prompt_blocks, selector(), rng_);
   for (size_t i = 0; i < cands.size(); ++i)
     if (cands[i].slot == sel->slot)
       return i;
@@ -265,8 +269,7 @@ void placement::explain(route_decision& d, const std::vector<candidate>& cands,
   for (size_t i = 0; i < cands.size(); ++i)
     if (cands[i].overlap_blocks > cands[best].overlap_blocks)
       best = i;
-  auto cfg = cfg_.selector;
-  cfg.block_size = std::max(1u, block_size_);
+  auto cfg = selector();
   d.candidates = static_cast<uint32_t>(cands.size());
   d.chosen_overlap_blocks = cands[chosen].overlap_blocks;
   d.best_overlap_blocks = cands[best].overlap_blocks;

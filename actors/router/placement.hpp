@@ -202,6 +202,7 @@ class placement {
   void
   fill_overlaps(std::vector<candidate>& cands, const std::vector<uint64_t>& seq,
                 const std::unordered_map<uint32_t, uint32_t>& overlap) const;
+  selector_config selector() const; // with the workers' block size
   size_t choose(const std::vector<candidate>& cands, uint32_t prompt_blocks);
   void explain(route_decision& d, const std::vector<candidate>& cands,
                size_t chosen, uint32_t prompt_blocks) const;

@@ -14,29 +14,6 @@ namespace outrider::router {
 
 namespace opt = runtime::opt;
 
-void add_index_route(runtime::role_context& ctx,
-                     runtime::slot_ptr<kv_router_actor> brain) {
-  auto* sys = &ctx.sys;
-  ctx.status.add_route(
-    "/debug/index", [sys, brain](const runtime::http_request&) {
-      runtime::http_response r;
-      r.content_type = "application/json";
-      r.status = 503;
-      r.body = "{\"error\":\"the router actor is restarting\"}\n";
-      if (auto b = brain->get()) {
-        caf::scoped_actor self{*sys};
-        self->request(b, std::chrono::seconds{1}, index_atom::value)
-          .receive(
-            [&](const std::string& json) {
-              r.status = 200;
-              r.body = json + "\n";
-            },
-            [&](caf::error&) { r.status = 504; });
-      }
-      return r;
-    });
-}
-
 std::shared_ptr<cluster::nats_kv_plane>
 event_plane_from(runtime::role_context& ctx) {
   if (ctx.opts.get(opt::event_plane) != "nats")

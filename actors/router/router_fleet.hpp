@@ -11,11 +11,6 @@
 
 namespace outrider::router {
 
-/// GET /debug/index on the status server: the router's index per worker
-/// and rank (tests compare routers with each other and with the engines).
-void add_index_route(runtime::role_context& ctx,
-                     runtime::slot_ptr<kv_router_actor> brain);
-
 /// --event-plane nats: the connection every worker's batches arrive on
 /// (null for grpc, or when it cannot be used: then the role exits 2).
 std::shared_ptr<cluster::nats_kv_plane>

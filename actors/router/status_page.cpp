@@ -4,6 +4,43 @@
 
 namespace outrider::router {
 
+namespace {
+
+// Asks the router actor's current incarnation for a JSON document; nullopt
+// while it restarts or when it does not answer within a second.
+template <class Atom>
+std::optional<std::string>
+ask_router(caf::actor_system& sys,
+           const runtime::slot_ptr<kv_router_actor>& brain) {
+  std::optional<std::string> out;
+  if (auto b = brain->get()) {
+    caf::scoped_actor self{sys};
+    self->request(b, std::chrono::seconds{1}, Atom::value)
+      .receive([&](const std::string& json) { out = json; },
+               [&](caf::error&) {});
+  }
+  return out;
+}
+
+} // namespace
+
+void add_index_route(runtime::role_context& ctx,
+                     runtime::slot_ptr<kv_router_actor> brain) {
+  auto* sys = &ctx.sys;
+  ctx.status.add_route(
+    "/debug/index", [sys, brain](const runtime::http_request&) {
+      runtime::http_response r;
+      r.content_type = "application/json";
+      if (auto json = ask_router<index_atom>(*sys, brain)) {
+        r.body = *json + "\n";
+      } else {
+        r.status = 503;
+        r.body = "{\"error\":\"the router actor is restarting\"}\n";
+      }
+      return r;
+    });
+}
+
 void add_status_page(runtime::role_context& ctx,
                      runtime::slot_ptr<kv_router_actor> brain,
                      std::function<nlohmann::json()> requests) {
@@ -25,15 +62,8 @@ void add_status_page(runtime::role_context& ctx,
       r.content_type = "application/json";
       r.headers["Cache-Control"] = "no-store";
       nlohmann::json doc;
-      if (auto b = brain->get()) {
-        caf::scoped_actor self{*sys};
-        self->request(b, std::chrono::seconds{1}, status_atom::value)
-          .receive(
-            [&](const std::string& json) {
-              doc = nlohmann::json::parse(json, nullptr, false);
-            },
-            [&](caf::error&) {});
-      }
+      if (auto json = ask_router<status_atom>(*sys, brain))
+        doc = nlohmann::json::parse(*json, nullptr, false);
       if (!doc.is_object())
         doc = {{"error", "the router actor is restarting"},
                {"workers", nlohmann::json::array()},

@@ -22,6 +22,11 @@ void add_status_page(runtime::role_context& ctx,
                      runtime::slot_ptr<kv_router_actor> brain,
                      std::function<nlohmann::json()> requests);
 
+/// GET /debug/index on the status server: the router's index per worker
+/// and rank (tests compare routers with each other and with the engines).
+void add_index_route(runtime::role_context& ctx,
+                     runtime::slot_ptr<kv_router_actor> brain);
+
 /// The page itself (a constant).
 const char* status_page_html();
 

@@ -58,12 +58,7 @@ struct disagg_cluster {
 
   std::vector<uint32_t> complete(const std::vector<uint32_t>& prompt,
                                  uint32_t max_tokens) {
-    auto [code, body] = http(
-      http_port, "POST", "/v1/completions",
-      nlohmann::json{{"prompt", prompt}, {"max_tokens", max_tokens}}.dump());
-    INFO(body);
-    REQUIRE(code == 200);
-    return nlohmann::json::parse(body)["choices"][0]["token_ids"]
+    return complete_on(http_port, prompt, max_tokens)["choices"][0]["token_ids"]
       .get<std::vector<uint32_t>>();
   }
 };

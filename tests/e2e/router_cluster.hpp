@@ -57,6 +57,19 @@ inline std::pair<int, std::string> http(uint16_t port,
   return {std::atoi(out.c_str() + nl + 1), out.substr(0, nl)};
 }
 
+// A non-streamed completion through a router's frontend, which must answer
+// 200; its body.
+inline nlohmann::json complete_on(uint16_t http_port,
+                                  const std::vector<uint32_t>& prompt,
+                                  uint32_t max_tokens) {
+  auto [code, body] =
+    http(http_port, "POST", "/v1/completions",
+         nlohmann::json{{"prompt", prompt}, {"max_tokens", max_tokens}}.dump());
+  INFO(body);
+  REQUIRE(code == 200);
+  return nlohmann::json::parse(body);
+}
+
 // Runs a prompt straight on an engine (to warm its cache).
 inline void warm(const sim_process& sim, const std::vector<uint32_t>& prompt,
                  int rank = -1) {
@@ -161,12 +174,7 @@ struct cluster {
 
   nlohmann::json complete(const std::vector<uint32_t>& prompt,
                           uint32_t max_tokens) {
-    auto [code, body] = http(
-      http_port, "POST", "/v1/completions",
-      nlohmann::json{{"prompt", prompt}, {"max_tokens", max_tokens}}.dump());
-    INFO(body);
-    REQUIRE(code == 200);
-    return nlohmann::json::parse(body);
+    return complete_on(http_port, prompt, max_tokens);
   }
 };
 
