@@ -202,22 +202,11 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
   auto cfg = lifecycle_config_from(ctx, slots);
   start_relay(ctx, cfg, hub, slots);
   start_kv_publisher(ctx, hub, cfg.worker_id);
-  // SIGTERM: the lifecycle withdraws the record before anything stops. The
-  // hook waits (bounded) until it has, and then for the registrar to have
-  // deleted the record: sent and not awaited, the supervisor's shutdown
-  // could overtake it, and a record written again meanwhile was left to
-  // expire (a deregistration seen after ~2 s instead of milliseconds).
-  ctx.pre_stop_hooks.push_back(
-    [sys = &ctx.sys, lifecycle = slots.lifecycle, reg = slots.registrar] {
-      caf::scoped_actor self{*sys};
-      auto wait = std::chrono::seconds{2};
-      if (auto l = lifecycle->get())
-        self->request(l, wait, stopping_atom::value)
-          .receive([] {}, [](caf::error&) {});
-      if (auto r = reg->get())
-        self->request(r, wait, registrar::deregister_atom::value)
-          .receive([] {}, [](caf::error&) {});
-    });
+  // SIGTERM: the lifecycle withdraws the record before anything stops.
+  ctx.pre_stop_hooks.push_back([lifecycle = slots.lifecycle] {
+    if (auto l = lifecycle->get())
+      caf::anon_send(l, stopping_atom::value);
+  });
   add_index_route(ctx, slots.indexer);
   auto ttl = o.get(opt::discovery_ttl);
   return {
