@@ -40,9 +40,11 @@ caf::error nats_discovery::open() {
         k.lease = clock_type::now();
       ++changes_;
     }
+    // The watcher is not made again here: NATS.c resets its ordered
+    // consumer itself on a reconnect (from the next sequence), on a thread
+    // of its own, and destroying the watcher meanwhile is a use-after-free
+    // in NATS.c 3.4 (ASan saw it in kvWatcher_Destroy).
     connected_ = up;
-    if (up)
-      rewatch_ = true;
     if (cfg_.on_connection)
       cfg_.on_connection(up);
   });
@@ -54,9 +56,13 @@ caf::error nats_discovery::open() {
   if (s != NATS_OK)
     return nats_error("jetstream", s);
   if (connected_)
-    ensure_bucket(); // else the watcher makes it once connected
-  watcher_ = std::thread([this] { watch(); });
+    ensure_bucket(); // else the first put or the watcher makes it
   return {};
+}
+
+void nats_discovery::start_watching() {
+  std::call_once(watch_once_,
+                 [this] { watcher_ = std::thread([this] { watch(); }); });
 }
 
 caf::error nats_discovery::ensure_bucket() {
@@ -96,14 +102,10 @@ void nats_discovery::seen(const std::string& key, const std::string* value) {
 }
 
 // Follows the bucket: puts and deletes as they happen; re-made after a
-// reconnect or an error. Bounded waits, so that stopping is seen.
+// an error. Bounded waits, so that stopping is seen.
 void nats_discovery::watch() {
   kvWatcher* w = nullptr;
   while (!stopping_) {
-    if (rewatch_.exchange(false) && w) {
-      kvWatcher_Destroy(w);
-      w = nullptr;
-    }
     if (!w) {
       kvStore* kv = nullptr;
       if (!ensure_bucket()) {
@@ -197,6 +199,7 @@ caf::error nats_discovery::remove(const std::string& worker_id) {
 }
 
 std::vector<worker_record> nats_discovery::list(size_t* invalid) {
+  start_watching();
   std::vector<worker_record> out;
   std::vector<std::string> stale;
   {
@@ -225,6 +228,7 @@ std::vector<worker_record> nats_discovery::list(size_t* invalid) {
 }
 
 void nats_discovery::wait_for_change(std::chrono::milliseconds timeout) {
+  start_watching();
   std::unique_lock<std::mutex> lock{mtx_};
   changed_.wait_for(lock, timeout,
                     [this] { return stopping_.load() || changes_ != listed_; });

@@ -8,6 +8,8 @@
 // not refreshed within the TTL is dropped from `list` and its key deleted.
 // While the connection is down the last known set is kept (and leases are
 // not counted); after a reconnect every record gets a fresh TTL to refresh.
+// Only a reader watches: the watcher starts with the first list() or
+// wait_for_change(), so a sidecar (which only writes) has none.
 
 #include <atomic>
 #include <chrono>
@@ -32,9 +34,9 @@ class nats_discovery final : public discovery {
   nats_discovery(const nats_discovery&) = delete;
   nats_discovery& operator=(const nats_discovery&) = delete;
 
-  /// Connects (retrying in the background when no server answers yet),
-  /// creates or binds the bucket and starts watching it. An error: the
-  /// credentials or URLs are unusable.
+  /// Connects (retrying in the background when no server answers yet) and
+  /// creates or binds the bucket. An error: the credentials or URLs are
+  /// unusable.
   caf::error open() override;
   caf::error put(const worker_record& r) override;
   caf::error keep_alive(const std::string& worker_id) override;
@@ -50,6 +52,7 @@ class nats_discovery final : public discovery {
 
  private:
   void watch();
+  void start_watching();
   caf::error ensure_bucket();
   void seen(const std::string& key, const std::string* value);
 
@@ -57,7 +60,6 @@ class nats_discovery final : public discovery {
   std::unique_ptr<impl> impl_;
   std::atomic<bool> connected_{false};
   std::atomic<bool> stopping_{false};
-  std::atomic<bool> rewatch_{false};
   struct known_record {
     worker_record record;
     std::chrono::steady_clock::time_point lease; // last put seen
@@ -71,6 +73,7 @@ class nats_discovery final : public discovery {
   // a change between list() and wait_for_change() is not lost.
   uint64_t changes_ = 0;
   uint64_t listed_ = 0;
+  std::once_flag watch_once_;
   std::thread watcher_;
 };
 

@@ -108,7 +108,14 @@ TEST_CASE("nats discovery: workers come and go, a router outlives a NATS "
   CHECK(c.complete(tokens(200, 16), 3)["choices"].size() == 1);
 
   // A clean stop deletes the key: the router sees the worker leave within
-  // 500 ms of its deregistering (/ready turns 503 just before).
+  // 500 ms of its deregistering (/ready turns 503 just before). The
+  // sidecar reconnects on its own back-off: a delete sent while it is
+  // still away waits for it.
+  REQUIRE(eventually(
+    [&] {
+      return health(c.sides[0]->port).find("\"connected") != std::string::npos;
+    },
+    20s));
   c.sides[0]->proc->signal(SIGTERM);
   auto gone =
     lag([&] { return c.sides[0]->get("/ready") != 200; },
@@ -116,6 +123,8 @@ TEST_CASE("nats discovery: workers come and go, a router outlives a NATS "
   WARN("deregistration seen after " << gone.count() << " ms");
   CHECK(gone < 500ms);
   REQUIRE(c.sides[0]->proc->wait(15s));
+  if (gone >= 500ms)
+    WARN("the sidecar's log:\n" << c.sides[0]->proc->output());
 }
 
 TEST_CASE("the fleet config files run as they are: NATS discovery and mutual "
