@@ -11,7 +11,7 @@ std::unique_ptr<regex> regex::compile(const std::string& pattern, bool literal,
                                       std::string* why) {
   int err = 0;
   PCRE2_SIZE at = 0;
-  uint32_t flags = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+  uint32_t flags = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP;
   auto* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()),
                              pattern.size(), flags, &err, &at, nullptr);
   if (!code) {

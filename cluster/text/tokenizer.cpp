@@ -24,6 +24,28 @@ std::optional<char> fallback_byte(const std::string& s) {
   return static_cast<char>(hi * 16 + lo);
 }
 
+// transformers' clean_up_tokenization, in its order.
+void clean_up_spaces(std::string& s) {
+  static const std::pair<const char*, const char*> rules[] = {
+    {" .", "."},     {" ?", "?"},     {" !", "!"},   {" ,", ","},
+    {" ' ", "'"},    {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"},
+    {" 've", "'ve"}, {" 're", "'re"}};
+  for (const auto& [from, to] : rules) {
+    std::string_view f{from}, t{to};
+    std::string out;
+    size_t last = 0;
+    for (size_t at = s.find(f); at != std::string::npos; at = s.find(f, last)) {
+      out.append(s, last, at - last);
+      out += t;
+      last = at + f.size();
+    }
+    if (last == 0)
+      continue;
+    out.append(s, last);
+    s = std::move(out);
+  }
+}
+
 } // namespace
 
 void tokenizer::finish_tables(bool metaspace_decoder) {
@@ -108,7 +130,10 @@ std::string tokenizer::decode(const std::vector<uint32_t>& ids,
   }
   if (strip_first_space_ && !raw.empty() && raw[0] == ' ')
     raw.erase(0, 1);
-  return lossy_utf8(raw);
+  auto text = lossy_utf8(raw);
+  if (clean_up_spaces_)
+    clean_up_spaces(text);
+  return text;
 }
 
 std::optional<uint32_t> tokenizer::token_id(std::string_view token) const {

@@ -42,7 +42,10 @@ class tokenizer {
   /// by U+FFFD first). `add_special`: the post-processor's BOS/EOS.
   std::vector<uint32_t> encode(std::string_view text,
                                bool add_special = true) const;
-  /// Text of `ids`; ill-formed byte sequences become U+FFFD.
+  /// Text of `ids`; ill-formed byte sequences become U+FFFD. With the
+  /// config's clean_up_tokenization_spaces, " ." becomes "." and the like,
+  /// as transformers' decode does (streamed text is not cleaned up, as
+  /// vLLM's incremental detokenizer does not).
   std::string decode(const std::vector<uint32_t>& ids,
                      bool skip_special = false) const;
   /// The bytes one token stands for (before UTF-8 is checked), and
@@ -76,6 +79,7 @@ class tokenizer {
   std::vector<std::string> bytes_;                // per id
   std::vector<bool> special_;
   bool strip_first_space_ = false;
+  bool clean_up_spaces_ = false;
   std::string chat_template_, bos_, eos_;
   std::vector<uint32_t> eos_ids_;
 };

