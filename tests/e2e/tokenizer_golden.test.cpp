@@ -12,7 +12,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cluster/text/text_stream.hpp"
 #include "cluster/text/tokenizer.hpp"
+#include "cluster/text/utf8.hpp"
 
 using json = nlohmann::json;
 using outrider::text::tokenizer;
@@ -107,5 +109,88 @@ TEST_CASE("tokenizer: Qwen3, Llama 3, Llama 2 and GPT-2 encode and decode as "
     };
     CHECK(compare(*t, cases, "gpt2", special) + 2 == cases.size());
     CHECK(t->encode("<|endoftext|>") == std::vector<uint32_t>{50256});
+  }
+}
+
+TEST_CASE("text stream: token by token, the text equals the whole decoding, "
+          "every chunk is whole UTF-8, and stop strings end it") {
+  auto g = golden();
+  for (const char* m : {"qwen3", "llama2", "gpt2"}) { // no clean-up spaces
+    auto t = load(g, m);
+    size_t wrong = 0;
+    for (const auto& c : g["cases"]) {
+      auto ids = c["ids"][m].get<std::vector<uint32_t>>();
+      outrider::text::text_stream s{t, {}, false};
+      std::string all;
+      bool whole = true;
+      for (auto id : ids) {
+        auto chunk = s.push(id);
+        whole = whole && outrider::text::well_formed(chunk);
+        all += chunk;
+      }
+      all += s.finish();
+      if (all != t->decode(ids) || !whole)
+        ++wrong;
+    }
+    INFO(m);
+    CHECK(wrong == 0);
+  }
+
+  auto t = load(g, "qwen3");
+  auto ids = t->encode("Hello world, this is the end. After it, more 😀 text.");
+  SECTION("a stop string across tokens ends the text just before it") {
+    outrider::text::text_stream s{t, {"is the e", "never"}};
+    std::string out;
+    size_t pushed = 0;
+    for (auto id : ids) {
+      if (s.stopped())
+        break;
+      ++pushed;
+      out += s.push(id);
+    }
+    out += s.finish();
+    CHECK(out == "Hello world, this ");
+    CHECK(s.stopped());
+    CHECK(s.tokens_used() == pushed);
+    CHECK(pushed < ids.size());
+  }
+  SECTION("text that only begins a stop string is held, then let go") {
+    outrider::text::text_stream s{t, {"world peace"}};
+    std::string out, first_chunks;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto chunk = s.push(ids[i]);
+      out += chunk;
+      if (i < 2)
+        first_chunks += chunk; // "Hello", " world": "world" may begin it
+    }
+    out += s.finish();
+    CHECK(first_chunks == "Hello ");
+    CHECK_FALSE(s.stopped());
+    CHECK(out == t->decode(ids));
+  }
+  SECTION("an emoji split over byte tokens comes out whole") {
+    std::string rare;
+    std::vector<uint32_t> emoji;
+    for (const char* c : {"🫠", "𠜎", "𝔘", "🦩"})
+      if ((emoji = t->encode(c)).size() > 1) {
+        rare = c;
+        break;
+      }
+    REQUIRE(emoji.size() > 1); // byte-level pieces of one character
+    outrider::text::text_stream s{t};
+    for (size_t i = 0; i + 1 < emoji.size(); ++i)
+      CHECK(s.push(emoji[i]).empty());
+    CHECK(s.push(emoji.back()) == rare);
+  }
+  SECTION("special tokens are left out unless asked for") {
+    auto with = t->encode("<|im_start|>hi<|im_end|>");
+    outrider::text::text_stream plain{t}, all{t, {}, false};
+    std::string a, b;
+    for (auto id : with) {
+      a += plain.push(id);
+      b += all.push(id);
+    }
+    CHECK(a == "hi");
+    CHECK(b == "<|im_start|>hi<|im_end|>");
   }
 }
