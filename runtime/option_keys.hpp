@@ -91,6 +91,8 @@ struct option_key {
   X(router_conditional_disagg_config, "router-conditional-disagg-config",      \
     string)                                                                    \
   X(router_queue_threshold, "router-queue-threshold", number)                  \
+  X(tokenizer, "tokenizer", string)                                            \
+  X(tokenizer_threads, "tokenizer-threads", integer)                           \
   X(served_model, "served-model", string)                                      \
   X(sim_engines, "sim-engines", integer)                                       \
   X(sim_binary, "sim-binary", string)                                          \

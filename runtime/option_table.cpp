@@ -289,6 +289,14 @@ std::vector<option_spec> make_specs() {
          "router: queued prefill tokens above which a worker counts as busy "
          "(0: no threshold)",
          "--router-queue-threshold 8192"),
+    make("tokenizer", ot::string, "",
+         "router: the model's folder with tokenizer.json (and "
+         "tokenizer_config.json), or GPT-2's encoder.json + vocab.bpe: text "
+         "prompts, stop strings and text out",
+         "--tokenizer /models/Qwen3-8B"),
+    make("tokenizer-threads", ot::integer, "2",
+         "router: threads that tokenize prompts (never the I/O threads)",
+         "--tokenizer-threads 4", {}, 1, 64),
     make("served-model", ot::string, "",
          "router: the model to serve (default: the workers')",
          "--served-model llama-3-8b"),

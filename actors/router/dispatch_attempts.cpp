@@ -47,7 +47,7 @@ class dispatcher::attempts final
     public std::enable_shared_from_this<attempts> {
  public:
   attempts(dispatcher& d, const generate_params& p)
-    : d_(d), temperature_(p.temperature),
+    : d_(d), temperature_(p.temperature), preprocess_(p.preprocess),
       deadline_(std::chrono::system_clock::now() + d.request_timeout_) {}
 
   bool may_migrate() const override { return !d_.shutting_down_.load(); }
@@ -60,7 +60,9 @@ class dispatcher::attempts final
     req->role = d_.disagg_ ? "decode" : "";
     auto self = shared_from_this();
     placed_fn finish = [self, tp, done = std::move(done)](route_decision d) {
-      self->d_.stats_.overhead->observe(seconds(clock_type::now() - tp));
+      // Tokenizing counts once, with the first placement.
+      auto pre = std::exchange(self->preprocess_, {});
+      self->d_.stats_.overhead->observe(seconds(clock_type::now() - tp + pre));
       done(std::move(d));
     };
     d_.place(req, true, [self, req, finish](route_decision d) {
@@ -142,6 +144,7 @@ class dispatcher::attempts final
 
   dispatcher& d_;
   std::optional<double> temperature_;
+  std::chrono::nanoseconds preprocess_; // counted with the first placement
   std::chrono::system_clock::time_point deadline_; // of every engine call
   clock_type::time_point t0_ = clock_type::now();
   clock_type::time_point first_token_ = t0_;

@@ -49,8 +49,9 @@ dispatcher::stats dispatcher::stats::make() {
                            runtime::metrics_registry::latency_bounds());
   s.overhead = &m.get_histogram(
     "outrider_router_overhead_seconds",
-    "Router time per request: hashing, index lookup, selection",
-    {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.005});
+    "Router time per request: tokenizing, hashing, index lookup, selection",
+    {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.005, 0.01,
+     0.025, 0.05, 0.1});
   s.migrations = &m.get_counter("outrider_router_migrations_total",
                                 "Streams moved to another worker");
   s.queue_depth =

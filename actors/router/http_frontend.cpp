@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cluster/text/text_stream.hpp"
+
 namespace outrider::router {
 
 namespace {
@@ -16,12 +18,67 @@ runtime::http_response busy(const std::string& why) {
   return r;
 }
 
+runtime::histogram& tokenize_seconds() {
+  static auto& h = runtime::global_metrics().get_histogram(
+    "outrider_router_tokenize_seconds", "Time to tokenize one text prompt",
+    {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1});
+  return h;
+}
+
+// The text side of one request: generated ids to text, stop strings.
+// Without a tokenizer the text is the ids. Its calls come one at a time
+// (the token callbacks and the last one are serialised).
+struct text_side {
+  std::optional<text::text_stream> stream;
+  std::string text; // a whole completion's, so far
+  bool stopped = false;
+
+  text_side(const std::shared_ptr<const text::tokenizer>& t,
+            std::vector<std::string> stop) {
+    if (t)
+      stream.emplace(t, std::move(stop));
+  }
+  /// The text of a chunk; `kept`: its ids up to a stop string.
+  std::string chunk(const std::vector<uint32_t>& ids,
+                    std::vector<uint32_t>& kept) {
+    if (!stream) {
+      kept = ids;
+      return ids_as_text(ids);
+    }
+    std::string out;
+    for (auto id : ids) {
+      if (stream->stopped())
+        break;
+      out += stream->push(id);
+      kept.push_back(id);
+    }
+    stopped = stream->stopped();
+    return out;
+  }
+  /// At the end: a stop string reached counts as a finished request.
+  std::string finish(generate_outcome& o) {
+    if (!stream)
+      return {};
+    if (stopped) {
+      o.ok = true;
+      o.http_status = 200;
+      o.error.clear();
+      o.finish_reason = "stop";
+      o.tokens.resize(std::min(o.tokens.size(), stream->tokens_used()));
+      return {};
+    }
+    return stream->finish();
+  }
+};
+
 } // namespace
 
 http_frontend::http_frontend(dispatcher& d,
                              std::function<std::vector<std::string>()> models,
                              frontend_config cfg)
   : dispatcher_(d), models_(std::move(models)), cfg_(cfg),
+    tokenize_pool_(std::make_unique<runtime::worker_pool>(
+      std::max<size_t>(1, cfg.tokenizer_threads), 4096)),
     server_("frontend",
             runtime::http_server::async_handler{
               [this](std::shared_ptr<runtime::http_exchange> ex) {
@@ -54,6 +111,7 @@ void http_frontend::stop(std::chrono::milliseconds grace) {
   // The rest end now, with an error event; their engine requests are
   // cancelled. Then the connections close.
   cut_ = true;
+  tokenize_pool_->stop(); // what it still holds answers 503 (cut_)
   dispatcher_.cancel_all(std::chrono::milliseconds{1000});
   server_.stop(); // waits for handlers to release their exchanges
 }
@@ -85,10 +143,48 @@ void http_frontend::serve(std::shared_ptr<runtime::http_exchange> ex) {
     return ex->respond(std::move(r));
   }
   completion_request c;
-  if (auto bad = parse_completion(req.body, models_(), cfg_.api, c))
+  if (auto bad = parse_completion(req.body, models_(), cfg_.api,
+                                  cfg_.tokenizer != nullptr, c))
     return ex->respond(std::move(*bad));
   if (!admit())
     return ex->respond(busy("too many requests in flight"));
+  if (!c.prompt_text)
+    return run(std::move(ex), std::move(c));
+  if (!tokenize_pool_->try_run(
+        [this, ex, c]() mutable { tokenize(ex, std::move(c)); })) {
+    finished();
+    ex->respond(busy("too many prompts waiting to be tokenized"));
+  }
+}
+
+void http_frontend::tokenize(const std::shared_ptr<runtime::http_exchange>& ex,
+                             completion_request c) {
+  if (cut_.load() || ex->gone()) {
+    if (!ex->gone())
+      ex->respond(
+        api_error(503, shutting_down, "shutting_down", "server_error"));
+    return finished();
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto ids = cfg_.tokenizer->encode(*c.prompt_text);
+  auto took = std::chrono::steady_clock::now() - t0;
+  tokenize_seconds().observe(std::chrono::duration<double>(took).count());
+  c.prompt_text.reset();
+  if (ids.size() > cfg_.api.max_prompt_tokens) {
+    ex->respond(api_error(400,
+                          "the prompt has " + std::to_string(ids.size()) +
+                            " tokens; the limit is " +
+                            std::to_string(cfg_.api.max_prompt_tokens),
+                          "prompt_too_long"));
+    return finished();
+  }
+  c.params.prompt = std::move(ids);
+  c.params.preprocess = took;
+  run(ex, std::move(c));
+}
+
+void http_frontend::run(std::shared_ptr<runtime::http_exchange> ex,
+                        completion_request c) {
   if (c.stream)
     stream(std::move(ex), std::move(c));
   else
@@ -99,10 +195,18 @@ void http_frontend::generate(std::shared_ptr<runtime::http_exchange> ex,
                              completion_request c) {
   auto* raw = ex.get();
   auto params = c.params;
+  auto text = std::make_shared<text_side>(cfg_.tokenizer, c.stop);
   dispatcher_.generate(
     std::move(params),
-    [this, raw](const std::vector<uint32_t>&) { return wanted(*raw); },
-    [this, ex, c = std::move(c)](generate_outcome o) {
+    [this, raw, text](const std::vector<uint32_t>& ids) {
+      std::vector<uint32_t> kept;
+      text->text += text->chunk(ids, kept);
+      return !text->stopped && wanted(*raw);
+    },
+    [this, ex, text, c = std::move(c)](generate_outcome o) {
+      text->text += text->finish(o);
+      if (!text->stream)
+        text->text = ids_as_text(o.tokens);
       if (cut_.load())
         ex->respond(
           api_error(503, shutting_down, "shutting_down", "server_error"));
@@ -112,7 +216,8 @@ void http_frontend::generate(std::shared_ptr<runtime::http_exchange> ex,
         ex->respond(api_error(o.http_status, o.error, "generation_failed",
                               "server_error"));
       else
-        ex->respond(completion_response(completion_id(), c.model, o));
+        ex->respond(
+          completion_response(completion_id(), c.model, o, text->text));
       finished();
     });
 }
@@ -131,6 +236,7 @@ void http_frontend::stream(std::shared_ptr<runtime::http_exchange> ex,
   auto params = c.params;
   auto events =
     std::make_shared<const token_event_writer>(*id, created, c.model);
+  auto text = std::make_shared<text_side>(cfg_.tokenizer, c.stop);
   auto begun = std::make_shared<bool>(false);
   auto begin = [raw, begun] {
     if (!*begun)
@@ -140,13 +246,19 @@ void http_frontend::stream(std::shared_ptr<runtime::http_exchange> ex,
   };
   dispatcher_.generate(
     std::move(params),
-    [this, raw, events, begin](const auto& toks) {
+    [this, raw, events, begin, text](const std::vector<uint32_t>& toks) {
       if (!wanted(*raw))
         return false;
       begin();
-      return raw->send((*events)(toks));
+      std::vector<uint32_t> kept;
+      auto chunk = text->chunk(toks, kept);
+      bool sent = kept.empty() ||
+                  raw->send((*events)(kept, text->stream ? &chunk : nullptr));
+      return sent && !text->stopped;
     },
-    [this, ex, id, created, begun, begin, model = c.model](generate_outcome o) {
+    [this, ex, id, created, begun, begin, text,
+     model = c.model](generate_outcome o) {
+      auto rest = text->finish(o);
       if (ex->gone()) {
         // nobody to answer (the engine request was cancelled)
       } else if (!*begun && (cut_.load() || !o.ok)) {
@@ -160,8 +272,8 @@ void http_frontend::stream(std::shared_ptr<runtime::http_exchange> ex,
         if (cut_.load())
           ex->send(error_event(shutting_down));
         else if (o.ok)
-          ex->send(
-            completion_event(*id, created, model, {}, &o.finish_reason, &o));
+          ex->send(completion_event(*id, created, model, {}, rest,
+                                    &o.finish_reason, &o));
         else
           ex->send(error_event(o.error));
         ex->send("data: [DONE]\n\n");

@@ -11,7 +11,9 @@
 
 #include "actors/router/dispatcher.hpp"
 #include "actors/router/openai_api.hpp"
+#include "cluster/text/tokenizer.hpp"
 #include "runtime/http/server.hpp"
+#include "runtime/worker_pool.hpp"
 
 namespace outrider::router {
 
@@ -26,12 +28,19 @@ struct frontend_config {
     std::string cert, key, ca;
   };
   std::optional<tls_pem> tls;
+  /// --tokenizer: text prompts, stop strings and text out (none: token ids
+  /// only, and the text of a completion is its ids).
+  std::shared_ptr<const text::tokenizer> tokenizer;
+  /// Threads that tokenize prompts (never the I/O threads).
+  size_t tokenizer_threads = 2;
 };
 
 /// The OpenAI-compatible HTTP frontend on the asynchronous HTTP server:
-/// `POST /v1/completions` with token-id prompts (streaming as server-sent
-/// events ending in `data: [DONE]`), `GET /v1/models`. A client that goes
-/// away, streaming or not, cancels its request on the engine.
+/// `POST /v1/completions` with token-id prompts, or text prompts with a
+/// tokenizer (tokenized on a pool of their own; text streamed back, stop
+/// strings), streaming as server-sent events ending in `data: [DONE]`;
+/// `GET /v1/models`. A client that goes away, streaming or not, cancels
+/// its request on the engine.
 class http_frontend {
  public:
   /// `models`: the names to list and accept (empty: accept any).
@@ -53,6 +62,10 @@ class http_frontend {
 
  private:
   void serve(std::shared_ptr<runtime::http_exchange> ex);
+  /// On the tokenizer pool: the prompt's ids, then run().
+  void tokenize(const std::shared_ptr<runtime::http_exchange>& ex,
+                completion_request c);
+  void run(std::shared_ptr<runtime::http_exchange> ex, completion_request c);
   void generate(std::shared_ptr<runtime::http_exchange> ex,
                 completion_request c);
   void stream(std::shared_ptr<runtime::http_exchange> ex, completion_request c);
@@ -70,6 +83,7 @@ class http_frontend {
   std::atomic<bool> draining_{false};
   std::atomic<bool> cut_{false};
   std::atomic<size_t> in_flight_{0};
+  std::unique_ptr<runtime::worker_pool> tokenize_pool_;
   runtime::http_server server_;
 };
 

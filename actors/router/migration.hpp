@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -16,6 +17,9 @@ struct generate_params {
   uint32_t max_tokens = 16;
   std::optional<double> temperature;
   std::string model;
+  /// Router time spent before dispatch (tokenizing, rendering a chat),
+  /// counted with placement in outrider_router_overhead_seconds.
+  std::chrono::nanoseconds preprocess{0};
 };
 
 struct generate_outcome {

@@ -29,19 +29,6 @@ runtime::http_response json_response(int status, const json& body) {
   return r;
 }
 
-std::string text_of(const std::vector<uint32_t>& tokens) {
-  // No tokenizer yet: the text is the token ids, space separated.
-  // (Appending in place: `" " + to_string` trips GCC 12's -Wrestrict at
-  // -O3, a false positive.)
-  std::string out;
-  for (auto t : tokens) {
-    if (!out.empty())
-      out.push_back(' ');
-    out.append(std::to_string(t));
-  }
-  return out;
-}
-
 json usage_of(const generate_outcome& o) {
   return {{"prompt_tokens", o.prompt_tokens},
           {"completion_tokens", o.tokens.size()},
@@ -49,19 +36,34 @@ json usage_of(const generate_outcome& o) {
           {"prompt_tokens_details", {{"cached_tokens", o.cached_tokens}}}};
 }
 
-std::optional<runtime::http_response>
-parse_prompt(const json& doc, const api_limits& lim, completion_request& out) {
+std::optional<runtime::http_response> parse_prompt(const json& doc,
+                                                   const api_limits& lim,
+                                                   bool text,
+                                                   completion_request& out) {
   auto p = doc.find("prompt");
   if (p == doc.end())
     return api_error(400, "'prompt' is required", "missing_prompt");
   const json* prompt = &*p;
-  if (prompt->is_string())
-    return api_error(400,
-                     "text prompts need a tokenizer, which this router does "
-                     "not have yet; send token ids: \"prompt\": [1, 2, 3]",
-                     "text_prompt_unsupported");
-  if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_array())
+  if (prompt->is_array() && prompt->size() == 1 &&
+      ((*prompt)[0].is_array() || (*prompt)[0].is_string()))
     prompt = &(*prompt)[0]; // a batch of one
+  if (prompt->is_string()) {
+    if (!text)
+      return api_error(400,
+                       "text prompts need a tokenizer (start the router "
+                       "with --tokenizer DIR); or send token ids: "
+                       "\"prompt\": [1, 2, 3]",
+                       "text_prompt_unsupported");
+    if (prompt->get_ref<const std::string&>().empty())
+      return api_error(400, "'prompt' is empty", "invalid_prompt");
+    out.prompt_text = prompt->get<std::string>();
+    return std::nullopt;
+  }
+  if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_string())
+    return api_error(400,
+                     "send one prompt per request (batches of more "
+                     "than one are not supported)",
+                     "batch_unsupported");
   if (!prompt->is_array() || prompt->empty())
     return api_error(400, "'prompt' must be a non-empty array of token ids",
                      "invalid_prompt");
@@ -101,6 +103,34 @@ std::optional<runtime::http_response> parse_sampling(const json& doc,
       return api_error(400, "'stream' must be true or false", "invalid_type");
     out.stream = s->get<bool>();
   }
+  if (auto e = doc.find("echo");
+      e != doc.end() && e->is_boolean() && e->get<bool>())
+    return api_error(400, "'echo' is not supported", "echo_unsupported");
+  return std::nullopt;
+}
+
+// `stop`: a string or up to 4 of them, as OpenAI's API has it.
+std::optional<runtime::http_response> parse_stop(const json& doc, bool text,
+                                                 completion_request& out) {
+  auto s = doc.find("stop");
+  if (s == doc.end() || s->is_null())
+    return std::nullopt;
+  json list = s->is_string() ? json::array({*s}) : *s;
+  if (!list.is_array() || list.size() > 4)
+    return api_error(400, "'stop' must be a string or up to 4 strings",
+                     "invalid_stop");
+  for (const auto& one : list) {
+    if (!one.is_string() || one.get_ref<const std::string&>().empty() ||
+        one.get_ref<const std::string&>().size() > 1024)
+      return api_error(400,
+                       "each 'stop' string must be non-empty and at most "
+                       "1024 bytes",
+                       "invalid_stop");
+    out.stop.push_back(one.get<std::string>());
+  }
+  if (!text && !out.stop.empty())
+    return api_error(400, "'stop' strings need a tokenizer (--tokenizer DIR)",
+                     "stop_unsupported");
   return std::nullopt;
 }
 
@@ -123,7 +153,7 @@ runtime::http_response api_error(int status, const std::string& message,
 std::optional<runtime::http_response>
 parse_completion(const std::string& body,
                  const std::vector<std::string>& models, const api_limits& lim,
-                 completion_request& out) {
+                 bool text, completion_request& out) {
   // Checked before parsing: no hostile nesting reaches the parser.
   if (!runtime::json_depth_within(body, lim.json_depth))
     return api_error(400,
@@ -147,9 +177,11 @@ parse_completion(const std::string& body,
   } else if (!models.empty()) {
     out.model = models.front();
   }
-  if (auto bad = parse_prompt(doc, lim, out))
+  if (auto bad = parse_prompt(doc, lim, text, out))
     return bad;
   if (auto bad = parse_sampling(doc, out))
+    return bad;
+  if (auto bad = parse_stop(doc, text, out))
     return bad;
   out.params.model = out.model;
   return std::nullopt;
@@ -165,16 +197,29 @@ runtime::http_response models_response(const std::vector<std::string>& models) {
   return json_response(200, {{"object", "list"}, {"data", data}});
 }
 
+std::string ids_as_text(const std::vector<uint32_t>& tokens) {
+  // (Appending in place: `" " + to_string` trips GCC 12's -Wrestrict at
+  // -O3, a false positive.)
+  std::string out;
+  for (auto t : tokens) {
+    if (!out.empty())
+      out.push_back(' ');
+    out.append(std::to_string(t));
+  }
+  return out;
+}
+
 runtime::http_response completion_response(const std::string& id,
                                            const std::string& model,
-                                           const generate_outcome& o) {
+                                           const generate_outcome& o,
+                                           const std::string& text) {
   return json_response(200, {{"id", id},
                              {"object", "text_completion"},
                              {"created", now_seconds()},
                              {"model", model},
                              {"choices",
                               {{{"index", 0},
-                                {"text", text_of(o.tokens)},
+                                {"text", text},
                                 {"token_ids", o.tokens},
                                 {"logprobs", nullptr},
                                 {"finish_reason", o.finish_reason}}}},
@@ -184,7 +229,7 @@ runtime::http_response completion_response(const std::string& id,
 std::string completion_event(const std::string& id, int64_t created,
                              const std::string& model,
                              const std::vector<uint32_t>& tokens,
-                             const std::string* finish,
+                             const std::string& text, const std::string* finish,
                              const generate_outcome* o) {
   json ev{{"id", id},
           {"object", "text_completion"},
@@ -192,7 +237,7 @@ std::string completion_event(const std::string& id, int64_t created,
           {"model", model},
           {"choices",
            {{{"index", 0},
-             {"text", text_of(tokens)},
+             {"text", text},
              {"token_ids", tokens},
              {"logprobs", nullptr},
              {"finish_reason", finish ? json(*finish) : json(nullptr)}}}}};
@@ -210,8 +255,8 @@ token_event_writer::token_event_writer(const std::string& id, int64_t created,
     ",\"choices\":[{\"index\":0,\"text\":\"";
 }
 
-std::string
-token_event_writer::operator()(const std::vector<uint32_t>& tokens) const {
+std::string token_event_writer::operator()(const std::vector<uint32_t>& tokens,
+                                           const std::string* text) const {
   std::string out;
   out.reserve(prefix_.size() + 96 + tokens.size() * 22);
   out += prefix_;
@@ -224,7 +269,12 @@ token_event_writer::operator()(const std::vector<uint32_t>& tokens) const {
       out.append(num, end);
     }
   };
-  append_ids(' '); // the text: token ids, space separated (no tokenizer)
+  if (text) {
+    auto quoted = dump(json(*text)); // escaped, with its quotes
+    out.append(quoted, 1, quoted.size() - 2);
+  } else {
+    append_ids(' '); // no tokenizer: the ids, space separated
+  }
   out += "\",\"token_ids\":[";
   append_ids(',');
   out += "],\"logprobs\":null,\"finish_reason\":null}]}\n\n";

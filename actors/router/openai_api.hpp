@@ -19,14 +19,23 @@ struct completion_request {
   generate_params params;
   bool stream = false;
   std::string model;
+  /// A text prompt, tokenized later (off the I/O thread).
+  std::optional<std::string> prompt_text;
+  /// `stop`: the text ends just before the first of these.
+  std::vector<std::string> stop;
 };
 
-/// Validates an OpenAI `/v1/completions` body (token-id prompts); the error
-/// response when it is bad. `models`: the names to accept (empty: any).
+/// Validates an OpenAI `/v1/completions` body (token-id prompts, or a text
+/// prompt when `text` — there is a tokenizer); the error response when it
+/// is bad. `models`: the names to accept (empty: any).
 std::optional<runtime::http_response>
 parse_completion(const std::string& body,
                  const std::vector<std::string>& models, const api_limits& lim,
-                 completion_request& out);
+                 bool text, completion_request& out);
+
+/// The text of tokens when there is no tokenizer: their ids, space
+/// separated.
+std::string ids_as_text(const std::vector<uint32_t>& tokens);
 
 /// An OpenAI error body; counts it by `code` in
 /// `outrider_http_errors_total`.
@@ -40,13 +49,15 @@ runtime::http_response models_response(const std::vector<std::string>& models);
 /// A whole (non-streamed) completion.
 runtime::http_response completion_response(const std::string& id,
                                            const std::string& model,
-                                           const generate_outcome& o);
+                                           const generate_outcome& o,
+                                           const std::string& text);
 
 /// One server-sent event of a streamed completion (`data: ...\n\n`);
 /// `finish` and `o` (for usage) only on the last one.
 std::string completion_event(const std::string& id, int64_t created,
                              const std::string& model,
                              const std::vector<uint32_t>& tokens,
+                             const std::string& text,
                              const std::string* finish = nullptr,
                              const generate_outcome* o = nullptr);
 
@@ -58,7 +69,9 @@ class token_event_writer {
  public:
   token_event_writer(const std::string& id, int64_t created,
                      const std::string& model);
-  std::string operator()(const std::vector<uint32_t>& tokens) const;
+  /// `text`: the chunk's text (nullptr: the ids, no tokenizer).
+  std::string operator()(const std::vector<uint32_t>& tokens,
+                         const std::string* text = nullptr) const;
 
  private:
   std::string prefix_; // up to the text's opening quote

