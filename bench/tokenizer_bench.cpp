@@ -34,9 +34,11 @@ std::string corpus(size_t bytes) {
   for (const char* f : {"docs/router.md", "docs/runtime.md", "docs/sidecar.md",
                         "docs/architecture.md", "docs/text.md"})
     base += read(OUTRIDER_SOURCE_DIR "/" + std::string(f));
-  base += "你好，世界！今天天气很好。日本語のテキストです。한국어 문장입니다 "
-          "café naïve Ångström 😀👍🏽 Ελληνικά Русский 12345 "
-          "3.14159\n";
+  base +=
+    "你好，世界！今天天气很好。日本語のテキストです。한국어 문장입니다 "
+    "café naïve Ångström 😀👍🏽 Ελληνικά Русский "
+    "12345 "
+    "3.14159\n";
   std::string out;
   while (out.size() < bytes)
     out += base;

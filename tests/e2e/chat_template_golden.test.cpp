@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/text/chat_template.hpp"
+#include "tests/e2e/process.hpp"
 
 using ojson = nlohmann::ordered_json;
 
@@ -162,14 +163,9 @@ ojson run_python(const ojson& doc) {
   std::string cmd = "/usr/bin/python3 " OUTRIDER_SOURCE_DIR
                     "/tests/text/render_golden.py < " +
                     path;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  char buf[65536];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
-    out.append(buf, n);
-  REQUIRE(::pclose(p) == 0);
+  int status = 0;
+  auto out = outrider::test::command_output(cmd, &status);
+  REQUIRE(status == 0);
   std::remove(path.c_str());
   return ojson::parse(out);
 }

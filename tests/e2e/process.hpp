@@ -51,6 +51,10 @@ inline constexpr double rss_allowance = 1.0;
 /// A field of /proc/PID/status as a number (Threads; VmRSS in kB), or -1.
 long proc_status(pid_t pid, const std::string& field);
 
+/// What a shell command prints on stdout (its stderr is left alone), and
+/// its exit status in `*status` (-1 when it could not run).
+std::string command_output(const std::string& cmd, int* status);
+
 /// The whole of a (small) file, e.g. under /proc; empty when unreadable.
 std::string read_all(const std::string& path);
 /// The children of `pid` (from every thread's /proc/PID/task/TID/children).

@@ -15,6 +15,7 @@
 #include "cluster/text/text_stream.hpp"
 #include "cluster/text/tokenizer.hpp"
 #include "cluster/text/utf8.hpp"
+#include "tests/e2e/process.hpp"
 
 using json = nlohmann::json;
 using outrider::text::tokenizer;
@@ -24,14 +25,9 @@ namespace {
 json golden() {
   std::string cmd =
     "node " OUTRIDER_SOURCE_DIR "/tests/node/tokenizer_golden.mjs 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  char buf[65536];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
-    out.append(buf, n);
-  REQUIRE(::pclose(p) == 0);
+  int status = 0;
+  auto out = outrider::test::command_output(cmd, &status);
+  REQUIRE(status == 0);
   return json::parse(out);
 }
 
