@@ -93,6 +93,7 @@ struct option_key {
   X(router_queue_threshold, "router-queue-threshold", number)                  \
   X(tokenizer, "tokenizer", string)                                            \
   X(tokenizer_threads, "tokenizer-threads", integer)                           \
+  X(chat_template, "chat-template", string)                                    \
   X(served_model, "served-model", string)                                      \
   X(sim_engines, "sim-engines", integer)                                       \
   X(sim_binary, "sim-binary", string)                                          \

@@ -294,6 +294,10 @@ std::vector<option_spec> make_specs() {
          "tokenizer_config.json), or GPT-2's encoder.json + vocab.bpe: text "
          "prompts, stop strings and text out",
          "--tokenizer /models/Qwen3-8B"),
+    make("chat-template", ot::string, "",
+         "router: a Jinja chat template file for /v1/chat/completions "
+         "(default: the tokenizer's own)",
+         "--chat-template /etc/outrider/chatml.jinja"),
     make("tokenizer-threads", ot::integer, "2",
          "router: threads that tokenize prompts (never the I/O threads)",
          "--tokenizer-threads 4", {}, 1, 64),

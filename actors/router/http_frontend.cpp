@@ -71,6 +71,40 @@ struct text_side {
   }
 };
 
+// The server-sent events of one stream: completions' (text and token ids
+// per chunk) or chat's (a role chunk first, then content deltas).
+class sse_format {
+ public:
+  sse_format(bool chat, const std::string& model)
+    : id_(chat ? chat_completion_id() : completion_id()),
+      created_(now_seconds()), model_(model) {
+    if (chat)
+      chat_.emplace(id_, created_, model_);
+    else
+      completions_.emplace(id_, created_, model_);
+  }
+  std::string first() const { return chat_ ? chat_->role() : std::string{}; }
+  std::string chunk(const std::vector<uint32_t>& ids, const std::string& text,
+                    bool has_text) const {
+    if (chat_)
+      return text.empty() ? std::string{} : chat_->text(text);
+    return (*completions_)(ids, has_text ? &text : nullptr);
+  }
+  std::string last(const std::string& rest, const generate_outcome& o) const {
+    if (chat_)
+      return chat_->last(rest, o);
+    return completion_event(id_, created_, model_, {}, rest, &o.finish_reason,
+                            &o);
+  }
+
+ private:
+  std::string id_;
+  int64_t created_;
+  std::string model_;
+  std::optional<token_event_writer> completions_;
+  std::optional<chat_chunk_writer> chat_;
+};
+
 } // namespace
 
 http_frontend::http_frontend(dispatcher& d,
@@ -132,9 +166,10 @@ void http_frontend::serve(std::shared_ptr<runtime::http_exchange> ex) {
   const auto& req = ex->request();
   if (req.path == "/v1/models" && req.method == "GET")
     return ex->respond(models_response(models_()));
-  if (req.path != "/v1/completions" && req.path != "/v1/models")
+  bool chat = req.path == "/v1/chat/completions";
+  if (req.path != "/v1/completions" && req.path != "/v1/models" && !chat)
     return ex->respond(api_error(404, "unknown path " + req.path, "not_found"));
-  if (req.method != "POST" || req.path != "/v1/completions")
+  if (req.method != "POST" || req.path == "/v1/models")
     return ex->respond(
       api_error(405, "method not allowed", "method_not_allowed"));
   if (draining_.load()) {
@@ -143,12 +178,21 @@ void http_frontend::serve(std::shared_ptr<runtime::http_exchange> ex) {
     return ex->respond(std::move(r));
   }
   completion_request c;
-  if (auto bad = parse_completion(req.body, models_(), cfg_.api,
-                                  cfg_.tokenizer != nullptr, c))
+  if (chat && !cfg_.chat_template)
+    return ex->respond(api_error(
+      400,
+      cfg_.tokenizer ? "the model's chat template cannot be used: " +
+                         cfg_.chat_template_error
+                     : "chat needs the model's tokenizer and chat template "
+                       "(start the router with --tokenizer DIR)",
+      "chat_unsupported"));
+  if (auto bad = chat ? parse_chat(req.body, models_(), cfg_.api, c)
+                      : parse_completion(req.body, models_(), cfg_.api,
+                                         cfg_.tokenizer != nullptr, c))
     return ex->respond(std::move(*bad));
   if (!admit())
     return ex->respond(busy("too many requests in flight"));
-  if (!c.prompt_text)
+  if (!c.prompt_text && !c.chat)
     return run(std::move(ex), std::move(c));
   if (!tokenize_pool_->try_run(
         [this, ex, c]() mutable { tokenize(ex, std::move(c)); })) {
@@ -166,7 +210,19 @@ void http_frontend::tokenize(const std::shared_ptr<runtime::http_exchange>& ex,
     return finished();
   }
   auto t0 = std::chrono::steady_clock::now();
-  auto ids = cfg_.tokenizer->encode(*c.prompt_text);
+  std::vector<uint32_t> ids;
+  if (c.chat) {
+    // The template writes the special tokens (BOS included) itself.
+    std::string why;
+    auto text = render_chat(c, &why);
+    if (!text) {
+      ex->respond(api_error(400, why, "chat_template_failed"));
+      return finished();
+    }
+    ids = cfg_.tokenizer->encode(*text, false);
+  } else {
+    ids = cfg_.tokenizer->encode(*c.prompt_text);
+  }
   auto took = std::chrono::steady_clock::now() - t0;
   tokenize_seconds().observe(std::chrono::duration<double>(took).count());
   c.prompt_text.reset();
@@ -181,6 +237,15 @@ void http_frontend::tokenize(const std::shared_ptr<runtime::http_exchange>& ex,
   c.params.prompt = std::move(ids);
   c.params.preprocess = took;
   run(ex, std::move(c));
+}
+
+std::optional<std::string>
+http_frontend::render_chat(const completion_request& c,
+                           std::string* why) const {
+  auto vars = nlohmann::ordered_json::parse(c.chat_vars);
+  vars["bos_token"] = cfg_.tokenizer->bos_token();
+  vars["eos_token"] = cfg_.tokenizer->eos_token();
+  return cfg_.chat_template->render(vars, why);
 }
 
 void http_frontend::run(std::shared_ptr<runtime::http_exchange> ex,
@@ -217,7 +282,9 @@ void http_frontend::generate(std::shared_ptr<runtime::http_exchange> ex,
                               "server_error"));
       else
         ex->respond(
-          completion_response(completion_id(), c.model, o, text->text));
+          c.chat
+            ? chat_response(chat_completion_id(), c.model, o, text->text)
+            : completion_response(completion_id(), c.model, o, text->text));
       finished();
     });
 }
@@ -230,19 +297,19 @@ void http_frontend::generate(std::shared_ptr<runtime::http_exchange> ex,
 // come one at a time, in order, so `begun` needs no lock.
 void http_frontend::stream(std::shared_ptr<runtime::http_exchange> ex,
                            completion_request c) {
-  auto id = std::make_shared<const std::string>(completion_id());
-  auto created = now_seconds();
   auto* raw = ex.get();
   auto params = c.params;
-  auto events =
-    std::make_shared<const token_event_writer>(*id, created, c.model);
+  auto events = std::make_shared<const sse_format>(c.chat, c.model);
   auto text = std::make_shared<text_side>(cfg_.tokenizer, c.stop);
   auto begun = std::make_shared<bool>(false);
-  auto begin = [raw, begun] {
-    if (!*begun)
-      raw->begin_stream(200, "text/event-stream",
-                        {{"Cache-Control", "no-cache"}});
+  auto begin = [raw, begun, events] {
+    if (*begun)
+      return;
     *begun = true;
+    raw->begin_stream(200, "text/event-stream",
+                      {{"Cache-Control", "no-cache"}});
+    if (auto first = events->first(); !first.empty())
+      raw->send(first);
   };
   dispatcher_.generate(
     std::move(params),
@@ -252,12 +319,13 @@ void http_frontend::stream(std::shared_ptr<runtime::http_exchange> ex,
       begin();
       std::vector<uint32_t> kept;
       auto chunk = text->chunk(toks, kept);
-      bool sent = kept.empty() ||
-                  raw->send((*events)(kept, text->stream ? &chunk : nullptr));
+      auto ev = kept.empty()
+                  ? std::string{}
+                  : events->chunk(kept, chunk, text->stream.has_value());
+      bool sent = ev.empty() || raw->send(ev);
       return sent && !text->stopped;
     },
-    [this, ex, id, created, begun, begin, text,
-     model = c.model](generate_outcome o) {
+    [this, ex, events, begun, begin, text](generate_outcome o) {
       auto rest = text->finish(o);
       if (ex->gone()) {
         // nobody to answer (the engine request was cancelled)
@@ -272,8 +340,7 @@ void http_frontend::stream(std::shared_ptr<runtime::http_exchange> ex,
         if (cut_.load())
           ex->send(error_event(shutting_down));
         else if (o.ok)
-          ex->send(completion_event(*id, created, model, {}, rest,
-                                    &o.finish_reason, &o));
+          ex->send(events->last(rest, o));
         else
           ex->send(error_event(o.error));
         ex->send("data: [DONE]\n\n");

@@ -11,6 +11,8 @@
 
 #include "actors/router/dispatcher.hpp"
 #include "actors/router/openai_api.hpp"
+#include "actors/router/openai_chat.hpp"
+#include "cluster/text/chat_template.hpp"
 #include "cluster/text/tokenizer.hpp"
 #include "runtime/http/server.hpp"
 #include "runtime/worker_pool.hpp"
@@ -31,6 +33,10 @@ struct frontend_config {
   /// --tokenizer: text prompts, stop strings and text out (none: token ids
   /// only, and the text of a completion is its ids).
   std::shared_ptr<const text::tokenizer> tokenizer;
+  /// The model's chat template (/v1/chat/completions), or why there is
+  /// none.
+  std::shared_ptr<const text::chat_template> chat_template;
+  std::string chat_template_error;
   /// Threads that tokenize prompts (never the I/O threads).
   size_t tokenizer_threads = 2;
 };
@@ -66,6 +72,8 @@ class http_frontend {
   void tokenize(const std::shared_ptr<runtime::http_exchange>& ex,
                 completion_request c);
   void run(std::shared_ptr<runtime::http_exchange> ex, completion_request c);
+  std::optional<std::string> render_chat(const completion_request& c,
+                                         std::string* why) const;
   void generate(std::shared_ptr<runtime::http_exchange> ex,
                 completion_request c);
   void stream(std::shared_ptr<runtime::http_exchange> ex, completion_request c);

@@ -23,6 +23,10 @@ struct completion_request {
   std::optional<std::string> prompt_text;
   /// `stop`: the text ends just before the first of these.
   std::vector<std::string> stop;
+  /// /v1/chat/completions: the chat template's variables (JSON), rendered
+  /// and tokenized later (off the I/O thread).
+  bool chat = false;
+  std::string chat_vars;
 };
 
 /// Validates an OpenAI `/v1/completions` body (token-id prompts, or a text

@@ -1,12 +1,15 @@
 #include "cluster/text/text_stream.hpp"
 
+#include <algorithm>
+
 #include "cluster/text/utf8.hpp"
 
 namespace outrider::text {
 
 text_stream::text_stream(std::shared_ptr<const tokenizer> t,
-                         std::vector<std::string> stops, bool skip_special)
-  : tok_(std::move(t)), skip_special_(skip_special) {
+                         std::vector<std::string> stops, bool skip_special,
+                         bool stop_at_eos)
+  : tok_(std::move(t)), skip_special_(skip_special), stop_at_eos_(stop_at_eos) {
   for (auto& s : stops)
     if (!s.empty())
       stops_.push_back(std::move(s));
@@ -16,6 +19,12 @@ std::string text_stream::push(uint32_t id) {
   if (stopped_)
     return {};
   ++used_;
+  const auto& eos = tok_->eos_ids();
+  if (stop_at_eos_ && std::find(eos.begin(), eos.end(), id) != eos.end()) {
+    auto rest = finish(); // the model's end of sequence: a stop, left out
+    stopped_ = true;
+    return rest;
+  }
   if (skip_special_ && tok_->is_special(id))
     return {};
   const auto& b = tok_->token_bytes(id);

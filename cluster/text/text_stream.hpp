@@ -5,6 +5,7 @@
 // special tokens are left out unless asked for, and stop strings are found
 // across chunk boundaries: text that could begin a stop string is held
 // until it cannot, and the text ends just before the first stop string.
+// The tokenizer's end-of-sequence token (eos_token) stops it too.
 
 #include <memory>
 #include <string>
@@ -17,7 +18,8 @@ namespace outrider::text {
 class text_stream {
  public:
   text_stream(std::shared_ptr<const tokenizer> t,
-              std::vector<std::string> stops = {}, bool skip_special = true);
+              std::vector<std::string> stops = {}, bool skip_special = true,
+              bool stop_at_eos = true);
 
   /// The text that `id` makes ready (often empty while bytes are held).
   std::string push(uint32_t id);
@@ -34,6 +36,7 @@ class text_stream {
   std::shared_ptr<const tokenizer> tok_;
   std::vector<std::string> stops_;
   bool skip_special_;
+  bool stop_at_eos_;
   bool first_ = true; // before the first bytes (a leading space to drop)
   std::string bytes_; // an unfinished UTF-8 character
   std::string held_;  // text that may begin a stop string

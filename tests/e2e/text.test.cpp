@@ -5,6 +5,7 @@
 // streamed), stop strings end them, and a router without a tokenizer says
 // what it needs.
 
+#include <fstream>
 #include <sstream>
 
 #include "cluster/text/tokenizer.hpp"
@@ -12,6 +13,7 @@
 
 using namespace outrider::test;
 using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
 
 namespace {
 
@@ -179,4 +181,118 @@ TEST_CASE("a router without a tokenizer says what text prompts and stop "
                      "--system-port", "0"}};
   CHECK(bad.wait(20s) == 2);
   CHECK(bad.output().find("--tokenizer: ") != std::string::npos);
+}
+
+TEST_CASE("chat completions: messages rendered through the model's chat "
+          "template, answered as chat, whole and streamed, also to the "
+          "official openai client") {
+  auto tok = qwen();
+  cluster c{1, qwen_sim(), {"--tokenizer", qwen_dir}};
+  ojson messages = ojson::array(
+    {{{"role", "system"}, {"content", "You are terse."}},
+     {{"role", "user"},
+      {"content",
+       ojson::array({{{"type", "text"}, {"text", "Hello, 世界!"}}})}}});
+  // What the template makes of them (Qwen3's, as the golden test checks).
+  const std::string rendered = "<|im_start|>system\nYou are terse.<|im_end|>\n"
+                               "<|im_start|>user\nHello, 世界!<|im_end|>\n"
+                               "<|im_start|>assistant\n";
+  auto ids = tok->encode(rendered, false);
+
+  auto [code, body] =
+    http(c.http_port, "POST", "/v1/chat/completions",
+         ojson{{"messages", messages}, {"max_tokens", 12}}.dump());
+  INFO(body);
+  REQUIRE(code == 200);
+  auto whole = json::parse(body);
+  CHECK(whole["object"] == "chat.completion");
+  CHECK(whole["choices"][0]["message"]["role"] == "assistant");
+  CHECK(whole["usage"]["prompt_tokens"] == ids.size());
+  // The same prompt as token ids gives the same tokens: their text is the
+  // chat's answer (up to an end-of-sequence token, if one came).
+  auto as_ids = post(c.http_port, {{"prompt", ids}, {"max_tokens", 12}});
+  auto text = as_ids["choices"][0]["text"].get<std::string>();
+  auto answer = whole["choices"][0]["message"]["content"].get<std::string>();
+  CHECK(answer == text);
+
+  // The official client, streaming and not, and a text completion.
+  child_process node{{"/usr/bin/node",
+                      OUTRIDER_SOURCE_DIR "/tests/node/openai_chat.mjs",
+                      "http://127.0.0.1:" + std::to_string(c.http_port) + "/v1",
+                      whole["model"].get<std::string>()}};
+  REQUIRE(node.wait(60s) == 0);
+  auto out = node.output();
+  INFO(out);
+  auto r = json::parse(out.substr(out.find('{')));
+  CHECK(r["whole"] == answer);
+  CHECK(r["whole_role"] == "assistant");
+  CHECK(r["streamed"] == answer);
+  CHECK(r["role"] == "assistant");
+  CHECK(r["finish"] == whole["choices"][0]["finish_reason"]);
+  CHECK(r["chunks"].get<int>() >= 3);
+  CHECK(r["usage"]["prompt_tokens"] == ids.size());
+  auto once = tok->encode("Once upon a time");
+  auto plain = post(c.http_port, {{"prompt", once}, {"max_tokens", 8}});
+  CHECK(r["text"] == plain["choices"][0]["text"]);
+  CHECK(r["text_ids"] == plain["choices"][0]["token_ids"]);
+
+  // What the template refuses, and bad messages: 400 with a clear code.
+  auto bad = [&](const ojson& body) {
+    auto [st, b] =
+      http(c.http_port, "POST", "/v1/chat/completions", body.dump());
+    INFO(b);
+    CHECK(st == 400);
+    return json::parse(b)["error"]["code"].get<std::string>();
+  };
+  CHECK(bad({{"messages", ojson::array()}}) == "invalid_messages");
+  CHECK(bad({{"messages", {{{"role", "wizard"}, {"content", "x"}}}}}) ==
+        "invalid_messages");
+  CHECK(
+    bad({{"messages",
+          {{{"role", "user"},
+            {"content", {{{"type", "image_url"}, {"image_url", "x"}}}}}}}}) ==
+    "invalid_messages");
+  CHECK(bad({{"messages", {{{"role", "user"}, {"content", "x"}}}},
+             {"tools", "not a list"}}) == "invalid_tools");
+}
+
+TEST_CASE("chat without a chat template says so, and --chat-template gives "
+          "one") {
+  temp_dir dir;
+  {
+    std::ofstream(dir.str() + "/chatml.jinja")
+      << "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+         "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}"
+         "<|im_start|>assistant\n{% endif %}";
+    std::ofstream(dir.str() + "/broken.jinja") << "{% for m in messages %}";
+  }
+  cluster none{1, qwen_sim()};
+  auto [code, body] =
+    http(none.http_port, "POST", "/v1/chat/completions",
+         R"({"messages": [{"role": "user", "content": "hi"}]})");
+  CHECK(code == 400);
+  CHECK(body.find("--tokenizer") != std::string::npos);
+
+  cluster own{
+    1,
+    qwen_sim(),
+    {"--tokenizer", qwen_dir, "--chat-template", dir.str() + "/chatml.jinja"}};
+  auto tok = qwen();
+  auto [c2, b2] = http(own.http_port, "POST", "/v1/chat/completions",
+                       R"({"messages": [{"role": "user", "content": "hi"}],
+                           "max_tokens": 3})");
+  INFO(b2);
+  CHECK(c2 == 200);
+  CHECK(
+    json::parse(b2)["usage"]["prompt_tokens"] ==
+    tok
+      ->encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n", false)
+      .size());
+
+  child_process broken{{OUTRIDER_BIN, "--role", "router", "--tokenizer",
+                        qwen_dir, "--chat-template",
+                        dir.str() + "/broken.jinja", "--http-port", "0",
+                        "--system-port", "0"}};
+  CHECK(broken.wait(20s) == 2);
+  CHECK(broken.output().find("--chat-template") != std::string::npos);
 }

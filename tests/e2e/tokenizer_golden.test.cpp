@@ -116,7 +116,7 @@ TEST_CASE("text stream: token by token, the text equals the whole decoding, "
     size_t wrong = 0;
     for (const auto& c : g["cases"]) {
       auto ids = c["ids"][m].get<std::vector<uint32_t>>();
-      outrider::text::text_stream s{t, {}, false};
+      outrider::text::text_stream s{t, {}, false, false};
       std::string all;
       bool whole = true;
       for (auto id : ids) {
@@ -180,7 +180,7 @@ TEST_CASE("text stream: token by token, the text equals the whole decoding, "
   }
   SECTION("special tokens are left out unless asked for") {
     auto with = t->encode("<|im_start|>hi<|im_end|>");
-    outrider::text::text_stream plain{t}, all{t, {}, false};
+    outrider::text::text_stream plain{t}, all{t, {}, false, false};
     std::string a, b;
     for (auto id : with) {
       a += plain.push(id);
@@ -188,5 +188,7 @@ TEST_CASE("text stream: token by token, the text equals the whole decoding, "
     }
     CHECK(a == "hi");
     CHECK(b == "<|im_start|>hi<|im_end|>");
+    CHECK(plain.stopped()); // <|im_end|> is Qwen3's eos_token
+    CHECK_FALSE(all.stopped());
   }
 }
