@@ -12,6 +12,9 @@ chat_template::compile(const std::string& src, std::string* why) {
   } catch (const jinja::template_error& e) {
     *why = "chat template: " + e.message;
     return nullptr;
+  } catch (const std::exception& e) { // not expected: a safety net
+    *why = std::string("chat template: ") + e.what();
+    return nullptr;
   }
   return t;
 }
@@ -28,6 +31,9 @@ chat_template::render(const nlohmann::ordered_json& vars,
     return jinja::render(body_, *v.m);
   } catch (const jinja::template_error& e) {
     *why = e.message;
+    return std::nullopt;
+  } catch (const std::exception& e) { // not expected: a safety net
+    *why = std::string("chat template: ") + e.what();
     return std::nullopt;
   }
 }

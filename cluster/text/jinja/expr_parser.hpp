@@ -48,6 +48,7 @@ class expr_parser {
   }
 
   expr_ptr expression(bool with_cond = true) {
+    nested guard{*this};
     auto e = parse_or();
     if (!with_cond || !is_name("if"))
       return e;
@@ -66,6 +67,18 @@ class expr_parser {
   }
 
  private:
+  // Nesting is bounded: hostile templates never exhaust the stack.
+  static constexpr int max_depth = 100;
+  struct nested {
+    explicit nested(expr_parser& p) : p_(p) {
+      if (++p_.depth_ > max_depth)
+        parse_fail(p_.peek().line, "expressions nest deeper than " +
+                                     std::to_string(max_depth) + " levels");
+    }
+    ~nested() { --p_.depth_; }
+    expr_parser& p_;
+  };
+
   static expr_ptr node(expr::type t, int line) {
     auto e = std::make_unique<expr>();
     e->t = t;
@@ -98,6 +111,7 @@ class expr_parser {
   }
   expr_ptr parse_not() {
     if (is_name("not")) {
+      nested guard{*this};
       int line = next().line;
       auto e = node(expr::type::unary, line);
       e->name = "not";
@@ -161,6 +175,7 @@ class expr_parser {
   expr_ptr parse_unary(bool with_filter) {
     expr_ptr e;
     if (is_op("-") || is_op("+")) {
+      nested guard{*this};
       auto& t = next();
       e = node(expr::type::unary, t.line);
       e->name = t.text;
@@ -356,6 +371,7 @@ class expr_parser {
 
   const std::vector<token>& t_;
   size_t p_ = 0;
+  int depth_ = 0;
 };
 
 } // namespace outrider::text::jinja

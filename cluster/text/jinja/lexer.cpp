@@ -1,6 +1,7 @@
 #include "cluster/text/jinja/lexer.hpp"
 
 #include <cctype>
+#include <charconv>
 
 #include "cluster/text/jinja/ast.hpp"
 #include "cluster/text/utf8.hpp"
@@ -51,10 +52,15 @@ size_t read_string(const std::string& s, size_t at, char q, int line,
     case 'u':
     case 'x': {
       size_t n = e == 'u' ? 4 : 2;
-      if (at + n > s.size())
-        fail(line, "a short \\" + std::string(1, e) + " escape");
-      append_utf8(
-        out, static_cast<char32_t>(std::stoul(s.substr(at, n), nullptr, 16)));
+      uint32_t cp = 0;
+      auto [stop, ec] =
+        at + n <= s.size()
+          ? std::from_chars(s.data() + at, s.data() + at + n, cp, 16)
+          : std::from_chars_result{nullptr, std::errc::invalid_argument};
+      if (ec != std::errc{} || stop != s.data() + at + n ||
+          (cp >= 0xD800 && cp < 0xE000))
+        fail(line, std::string("a bad \\") + e + " escape");
+      append_utf8(out, static_cast<char32_t>(cp));
       at += n;
       break;
     }
@@ -115,10 +121,14 @@ size_t lex_tag(const std::string& s, size_t at, const std::string& close,
         while (at < s.size() && std::isdigit(static_cast<unsigned char>(s[at])))
           ++at;
         t.k = token::kind::real;
-        t.d = std::stod(s.substr(b, at - b));
+        auto r = std::from_chars(s.data() + b, s.data() + at, t.d);
+        if (r.ec != std::errc{})
+          fail(line, "the number " + s.substr(b, at - b) + " is out of range");
       } else {
         t.k = token::kind::integer;
-        t.i = std::stoll(s.substr(b, at - b));
+        auto r = std::from_chars(s.data() + b, s.data() + at, t.i);
+        if (r.ec != std::errc{})
+          fail(line, "the number " + s.substr(b, at - b) + " is out of range");
       }
     } else if (c == '\'' || c == '"') {
       t.k = token::kind::string;

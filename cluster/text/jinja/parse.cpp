@@ -63,6 +63,14 @@ class stmt_parser {
   }
 
   stmt_ptr statement(const std::string& word, expr_parser& ep, int line) {
+    struct nested { // blocks nest at most 100 deep
+      explicit nested(int& d, int line) : d_(d) {
+        if (++d_ > 100)
+          fail(line, "blocks nest deeper than 100 levels");
+      }
+      ~nested() { --d_; }
+      int& d_;
+    } guard{depth_, line};
     auto s = std::make_unique<stmt>();
     s->line = line;
     if (word == "if") {
@@ -143,6 +151,7 @@ class stmt_parser {
   std::vector<piece> pieces_;
   size_t at_ = 0;
   int line_ = 1;
+  int depth_ = 0;
   std::unique_ptr<expr_parser> cur_; // the tag that ended the last body
 };
 
