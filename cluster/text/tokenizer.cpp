@@ -96,8 +96,8 @@ std::vector<uint32_t> tokenizer::encode(std::string_view text,
       ids.push_back(static_cast<uint32_t>(seg.id));
       continue;
     }
-    if (seg.text.size() >= segment_cache_min &&
-        cached_segment(seg.text, k == 0, ids))
+    bool cache = segment_cache_ && seg.text.size() >= segment_cache_min;
+    if (cache && cached_segment(seg.text, k == 0, ids))
       continue;
     size_t from = ids.size();
     std::string s{seg.text};
@@ -109,7 +109,7 @@ std::vector<uint32_t> tokenizer::encode(std::string_view text,
       pre_->split(pieces, k == 0);
     for (const auto& p : pieces)
       model_->encode(p, ids);
-    if (seg.text.size() >= segment_cache_min)
+    if (cache)
       keep_segment(seg.text, k == 0, ids, from);
   }
   if (add_special)

@@ -29,8 +29,9 @@ class tokenizer {
   /// `dir`/tokenizer.json (with `dir`/tokenizer_config.json when there),
   /// or GPT-2's own encoder.json + vocab.bpe. nullptr and `*why` (one line:
   /// the file and what is wrong or unsupported) otherwise.
-  static std::shared_ptr<const tokenizer> load(const std::string& dir,
-                                               std::string* why);
+  /// `segment_cache`: off only to measure the tokenizer itself.
+  static std::shared_ptr<const tokenizer>
+  load(const std::string& dir, std::string* why, bool segment_cache = true);
   /// From the texts of tokenizer.json and tokenizer_config.json (may be
   /// empty).
   static std::shared_ptr<const tokenizer>
@@ -89,6 +90,7 @@ class tokenizer {
   std::vector<bool> special_;
   bool strip_first_space_ = false;
   bool clean_up_spaces_ = false;
+  bool segment_cache_ = true;
   std::string chat_template_, bos_, eos_;
   std::vector<uint32_t> eos_ids_;
   mutable std::mutex segments_mtx_;

@@ -101,23 +101,31 @@ bool strips_first_space(const json& d) {
 
 } // namespace
 
-std::shared_ptr<const tokenizer> tokenizer::load(const std::string& dir,
-                                                 std::string* why) {
+std::shared_ptr<const tokenizer>
+tokenizer::load(const std::string& dir, std::string* why, bool segment_cache) {
   std::string tj, cj, enc, bpe;
+  std::shared_ptr<const tokenizer> t;
+  bool found = true;
   if (read_file(dir + "/tokenizer.json", &tj)) {
     read_file(dir + "/tokenizer_config.json", &cj);
-    auto t = from_json(tj, cj, why);
+    t = from_json(tj, cj, why);
     if (!t)
       *why = dir + "/tokenizer.json: " + *why;
-    return t;
-  }
-  if (read_file(dir + "/encoder.json", &enc) &&
-      read_file(dir + "/vocab.bpe", &bpe)) {
-    auto t = from_gpt2(enc, bpe, why);
+  } else if (read_file(dir + "/encoder.json", &enc) &&
+             read_file(dir + "/vocab.bpe", &bpe)) {
+    t = from_gpt2(enc, bpe, why);
     if (!t)
       *why = dir + ": " + *why;
+  } else {
+    found = false;
+  }
+  if (t) {
+    // Not yet shared with anyone: the one setting made after parsing.
+    const_cast<tokenizer&>(*t).segment_cache_ = segment_cache;
     return t;
   }
+  if (found)
+    return nullptr;
   *why = dir + ": neither tokenizer.json nor encoder.json + vocab.bpe "
                "can be read";
   return nullptr;
