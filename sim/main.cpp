@@ -186,6 +186,7 @@ int run(int argc, char** argv) {
   auto vllm_control = make_vllm_control(engine);
   auto oe_inference = make_openengine_inference(engine);
   auto oe_control = make_openengine_control(engine);
+  auto sglang = make_sglang_service(engine, cfg.sglang_cumulative_output);
   grpc::ServerBuilder builder;
   auto address = cfg.host + ":" + std::to_string(cfg.grpc_port);
   int bound = 0;
@@ -194,6 +195,7 @@ int run(int argc, char** argv) {
   builder.RegisterService(vllm_control.get());
   builder.RegisterService(oe_inference.get());
   builder.RegisterService(oe_control.get());
+  builder.RegisterService(sglang.get());
   builder.SetMaxReceiveMessageSize(64 << 20);
   auto server = builder.BuildAndStart();
   if (!server || bound == 0)

@@ -37,6 +37,7 @@ constexpr option_key<std::string> kv_events{"kv-events-config"};
 constexpr option_key<std::string> kv_encoding{"kv-event-encoding"};
 constexpr option_key<std::string> kv_hashes{"kv-hash-format"};
 constexpr option_key<bool> replay_topic{"replay-topic-frame"};
+constexpr option_key<bool> sglang_cumulative{"sglang-cumulative-output"};
 constexpr option_key<std::string> role{"disaggregation-mode"};
 constexpr option_key<double> transfer_ms{"kv-transfer-ms-per-block"};
 } // namespace key
@@ -124,6 +125,10 @@ std::vector<option_spec> make_specs() {
          "replay replies carry the topic frame (current vLLM); false: older "
          "vLLM and SGLang",
          "--replay-topic-frame false"),
+    spec("sglang-cumulative-output", ot::boolean, "false",
+         "SGLang's Generate sends all output ids so far in every message "
+         "(SGLang without --incremental-streaming-output)",
+         "--sglang-cumulative-output"),
     spec("disaggregation-mode", ot::string, "aggregated",
          "the engine's part in disaggregated serving",
          "--disaggregation-mode prefill", {"aggregated", "prefill", "decode"}),
@@ -201,6 +206,7 @@ std::string to_config(const runtime::options& o, sim_config& c) {
                 : hashes == "bytes" ? hash_format::bytes
                                     : hash_format::uint64;
   c.replay_topic_frame = o.get(key::replay_topic);
+  c.sglang_cumulative_output = o.get(key::sglang_cumulative);
   const auto& role = o.get(key::role);
   c.role = role == "prefill"  ? engine_role::prefill
            : role == "decode" ? engine_role::decode

@@ -41,6 +41,9 @@ struct sim_config {
   event_encoding kv_encoding = event_encoding::map;
   hash_format kv_hashes = hash_format::uint64;
   bool replay_topic_frame = true;
+  // SGLang's Generate without --incremental-streaming-output: every
+  // message carries all output ids so far.
+  bool sglang_cumulative_output = false;
   // Disaggregation.
   engine_role role = engine_role::aggregated;
   double transfer_ms_per_block = 0.05;
@@ -125,5 +128,8 @@ std::unique_ptr<grpc::Service> make_vllm_inference(sim_engine& e);
 std::unique_ptr<grpc::Service> make_vllm_control(sim_engine& e);
 std::unique_ptr<grpc::Service> make_openengine_inference(sim_engine& e);
 std::unique_ptr<grpc::Service> make_openengine_control(sim_engine& e);
+/// SGLang's SglangService (proto/sglang.proto).
+std::unique_ptr<grpc::Service> make_sglang_service(sim_engine& e,
+                                                   bool cumulative);
 
 } // namespace outrider::sim

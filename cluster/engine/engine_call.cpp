@@ -1,7 +1,9 @@
 #include "cluster/engine/engine_call.hpp"
 
+#include "cluster/engine/sglang_translate.hpp"
 #include "cluster/engine/vllm_translate.hpp"
 #include "openengine.grpc.pb.h"
+#include "sglang.grpc.pb.h"
 #include "vllm.grpc.pb.h"
 
 namespace outrider::engine {
@@ -83,6 +85,57 @@ class vllm_call final : public grpc::ClientReadReactor<vllm::GenerateResponse> {
   generate_sink& sink_;
 };
 
+// SGLang engines: each response translated into OpenEngine events; the DP
+// rank travels in the body. Dropping the stream aborts the request there.
+class sglang_call final
+  : public grpc::ClientReadReactor<sglang::runtime::v1::GenerateResponse> {
+ public:
+  sglang_call(const std::shared_ptr<grpc::Channel>& ch,
+              const oe::GenerateRequest& req, int rank,
+              grpc::ClientContext& ctx, generate_sink& sink)
+    : stub_(sglang::runtime::v1::SglangService::NewStub(ch)),
+      req_(to_sglang(req, rank)), translator_(req.request_id(), false),
+      ctx_(ctx), sink_(sink) {
+    stub_->async()->Generate(&ctx, &req_, this);
+    StartRead(&resp_);
+    StartCall();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok)
+      return;
+    bool fine = translator_.translate(
+      resp_, [this](oe::GenerateResponse&& r, uint32_t n) {
+        sink_.on_response(std::move(r), n);
+        return true;
+      });
+    if (!fine) {
+      malformed_ = true;
+      ctx_.TryCancel(); // OnDone reports it
+      return;
+    }
+    resp_.Clear();
+    StartRead(&resp_);
+  }
+
+  void OnDone(const grpc::Status& st) override {
+    sink_.on_done(malformed_ ? grpc::Status{grpc::StatusCode::INTERNAL,
+                                            "the engine sent a malformed "
+                                            "SGLang response"}
+                             : st);
+    delete this;
+  }
+
+ private:
+  std::unique_ptr<sglang::runtime::v1::SglangService::Stub> stub_;
+  sglang::runtime::v1::GenerateRequest req_;
+  sglang::runtime::v1::GenerateResponse resp_;
+  sglang_translator translator_;
+  grpc::ClientContext& ctx_;
+  generate_sink& sink_;
+  bool malformed_ = false;
+};
+
 } // namespace
 
 void start_generate(
@@ -90,14 +143,24 @@ void start_generate(
   const oe::GenerateRequest& req,
   const std::vector<std::pair<std::string, std::string>>& metadata,
   grpc::ClientContext& ctx, generate_sink& sink) {
+  int rank = -1;
   for (const auto& [k, v] : metadata) {
-    if (d != dialect::vllm)
+    if (d == dialect::openengine)
       ctx.AddMetadata(k, v);
-    else if (k == "openengine-target-dp-rank")
+    else if (k == "openengine-target-dp-rank" && d == dialect::vllm)
       ctx.AddMetadata("x-data-parallel-rank", v);
+    else if (k == "openengine-target-dp-rank")
+      rank = std::atoi(v.c_str());
+  }
+  if (d == dialect::sglang) {
+    if (req.has_prompt())
+      return sink.on_done({grpc::StatusCode::INVALID_ARGUMENT,
+                           "text prompts are not supported; send token_ids"});
+    new sglang_call(ch, req, rank, ctx, sink);
+    return;
   }
   if (d != dialect::vllm) {
-    new openengine_call(ch, req, ctx, sink);
+    new openengine_call(ch, req, ctx, sink); // OpenEngine (and unknown)
     return;
   }
   if (req.has_prompt())

@@ -1,0 +1,43 @@
+#pragma once
+
+// SGLang's Generate stream (proto/sglang.proto) as OpenEngine events: one
+// translator per request. Output ids come incrementally
+// (--incremental-streaming-output) or cumulatively (every message carries
+// all so far: what was passed on is sliced off); meta_info values are JSON
+// strings (prompt_tokens, cached_tokens, and on the last message
+// finish_reason as {"type": ...}).
+
+#include <functional>
+#include <string>
+
+#include "openengine.pb.h"
+#include "sglang.pb.h"
+
+namespace outrider::engine {
+
+/// The request for SGLang: input ids, sampling and stop parameters, the
+/// rid (the OpenEngine request id) and the DP rank (`rank` >= 0: in the
+/// body as routed_dp_rank).
+sglang::runtime::v1::GenerateRequest
+to_sglang(const openengine::v1::GenerateRequest& in, int rank);
+
+class sglang_translator {
+ public:
+  using emit_fn =
+    std::function<bool(openengine::v1::GenerateResponse&&, uint32_t)>;
+  sglang_translator(std::string request_id, bool cumulative)
+    : id_(std::move(request_id)), cumulative_(cumulative) {}
+  /// False when `emit` asked to stop or the response is malformed (a
+  /// cumulative list that shrank, a finish_reason that is not JSON).
+  bool translate(const sglang::runtime::v1::GenerateResponse& resp,
+                 const emit_fn& emit);
+
+ private:
+  std::string id_;
+  bool cumulative_;
+  bool first_ = true;
+  uint32_t prompt_tokens_ = 0, cached_tokens_ = 0;
+  uint32_t sent_ = 0; // output ids passed on
+};
+
+} // namespace outrider::engine
