@@ -9,6 +9,10 @@
 
 namespace outrider::engine {
 
+/// SGLang's adapter (sglang_adapter.cpp).
+std::unique_ptr<engine_adapter>
+make_sglang_adapter(std::shared_ptr<grpc::Channel> ch, std::string host);
+
 namespace {
 
 namespace oe = openengine::v1;
@@ -260,6 +264,8 @@ make_engine_adapter(const std::string& protocol, const std::string& endpoint) {
     return std::make_unique<openengine_adapter>(ch);
   if (protocol == "vllm")
     return std::make_unique<vllm_adapter>(ch, host);
+  if (protocol == "sglang")
+    return make_sglang_adapter(ch, host);
   return std::make_unique<auto_adapter>(ch, host);
 }
 

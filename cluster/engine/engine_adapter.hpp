@@ -25,7 +25,8 @@ class engine_adapter {
   virtual caf::error shutdown() = 0;
 };
 
-/// `protocol`: openengine, vllm or auto (OpenEngine first, then vLLM).
+/// `protocol`: openengine, vllm, sglang or auto (OpenEngine first, then
+/// vLLM).
 std::unique_ptr<engine_adapter>
 make_engine_adapter(const std::string& protocol, const std::string& endpoint);
 

@@ -63,7 +63,7 @@ TEST_CASE("SGLang responses become OpenEngine events, incremental and "
   }
 }
 
-TEST_CASE("SGLang finish reasons map; malformed responses are refused") {
+TEST_CASE("SGLang finish reasons map, and malformed responses are refused") {
   auto reason_of = [](const char* json) {
     sglang_translator t{"r", false};
     collected c;

@@ -114,3 +114,20 @@ TEST_CASE("the simulator's SGLang output is cumulative when asked") {
   for (size_t i = 1; i < r.messages.size(); ++i)
     CHECK(r.messages[i].size() >= r.messages[i - 1].size());
 }
+
+TEST_CASE("a sidecar in front of an SGLang engine registers it, relays its "
+          "streams and forwards its KV events: requests go to the worker "
+          "holding their prefix") {
+  sim_process::options so;
+  so.extra = {"--kv-hash-format", "int64"}; // SGLang's hashes
+  cluster c{2, so, {}, {"--engine-protocol", "sglang"}};
+  auto record = read_all(c.discovery.str() + "/worker-0.json");
+  INFO(record);
+  CHECK(record.find("\"sglang\"") != std::string::npos);
+  check_prefix_routing(c);
+  // A stream through the relay ends with the engine's finish and usage.
+  auto r = c.complete(tokens(500, 12), 5);
+  CHECK(r["choices"][0]["token_ids"].size() == 5);
+  CHECK(r["choices"][0]["finish_reason"] == "length");
+  CHECK(r["usage"]["prompt_tokens"] == 12);
+}
