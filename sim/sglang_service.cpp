@@ -198,7 +198,7 @@ class service final : public sg::SglangService::Service {
 
   Status PauseGeneration(ServerContext*, const sg::PauseGenerationRequest*,
                          sg::PauseGenerationResponse* out) override {
-    e_.set_paused(true);
+    e_.set_paused(true, false); // SGLang's standard health stays SERVING
     out->set_message("paused");
     return Status::OK;
   }
@@ -206,7 +206,7 @@ class service final : public sg::SglangService::Service {
   Status ContinueGeneration(ServerContext*,
                             const sg::ContinueGenerationRequest*,
                             sg::ContinueGenerationResponse* out) override {
-    e_.set_paused(false);
+    e_.set_paused(false, false);
     out->set_message("continued");
     return Status::OK;
   }

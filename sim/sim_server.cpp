@@ -104,7 +104,7 @@ int sim_engine::pick_rank() const {
 void sim_engine::update_health() {
   if (!server_)
     return;
-  bool serving = loaded_ && !paused_ && !draining_;
+  bool serving = loaded_ && !(paused_ && pause_in_health_) && !draining_;
   auto* health = server_->GetHealthCheckService();
   // The server as a whole ("") and every service by name.
   for (const char* name : {"", "vllm.Inference", "vllm.Control",
@@ -117,7 +117,8 @@ void sim_engine::set_loaded(bool loaded) {
   update_health();
 }
 
-void sim_engine::set_paused(bool paused) {
+void sim_engine::set_paused(bool paused, bool in_health) {
+  pause_in_health_ = in_health;
   paused_ = paused;
   for (auto& r : runners_)
     r->set_paused(paused);

@@ -90,7 +90,9 @@ class sim_engine {
   /// Connects the health service (after the gRPC server started).
   void attach(grpc::Server* server) { server_ = server; }
   void set_loaded(bool loaded);
-  void set_paused(bool paused);
+  /// `in_health`: standard health turns NOT_SERVING while paused (vLLM,
+  /// OpenEngine); SGLang's pause leaves it SERVING.
+  void set_paused(bool paused, bool in_health = true);
   bool paused() const { return paused_.load(); }
   bool loaded() const { return loaded_.load(); }
   void begin_drain();
@@ -117,6 +119,7 @@ class sim_engine {
   grpc::Server* server_ = nullptr;
   std::atomic<bool> loaded_{false};
   std::atomic<bool> paused_{false};
+  std::atomic<bool> pause_in_health_{true};
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_id_{0};
   mutable std::mutex mtx_;

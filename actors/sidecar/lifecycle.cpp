@@ -209,7 +209,11 @@ lifecycle_actor::behavior_type lifecycle(self_ptr self, lifecycle_config cfg) {
         caf::anon_send(caf::actor_cast<lifecycle_actor>(strong),
                        engine_status_atom::value, static_cast<int32_t>(h),
                        detail);
-    });
+    },
+    // SGLang's health stays SERVING while paused: its engine state says.
+    st.cfg.engine_protocol == "sglang"
+      ? engine::health_watch::source::sglang_state
+      : engine::health_watch::source::grpc_health);
   self->delayed_send(self, st.cfg.startup_deadline, deadline_atom::value);
   st.registrar_generation = st.cfg.registrar->generation();
   self->send(self, tick_atom::value);

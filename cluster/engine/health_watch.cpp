@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "sglang.grpc.pb.h"
 
 namespace outrider::engine {
 
@@ -15,9 +16,16 @@ using grpc::health::v1::HealthCheckResponse;
 
 } // namespace
 
+class health_watch::call_base {
+ public:
+  virtual ~call_base() = default;
+  virtual void cancel() = 0;
+};
+
 // One Watch stream; deletes itself when gRPC is done with it.
 class health_watch::call final
-  : public grpc::ClientReadReactor<HealthCheckResponse> {
+  : public call_base,
+    public grpc::ClientReadReactor<HealthCheckResponse> {
  public:
   call(health_watch& w, Health::Stub& stub) : w_(w) {
     stub.async()->Watch(&ctx_, &req_, this);
@@ -25,7 +33,7 @@ class health_watch::call final
     StartCall();
   }
 
-  void cancel() { ctx_.TryCancel(); }
+  void cancel() override { ctx_.TryCancel(); }
 
   void OnReadDone(bool ok) override {
     if (!ok)
@@ -48,9 +56,50 @@ class health_watch::call final
   HealthCheckResponse resp_;
 };
 
-health_watch::health_watch(std::string endpoint, backoff b, callback cb)
+// One WatchEngineState stream (SGLang); deletes itself when gRPC is done.
+class health_watch::state_call final
+  : public call_base,
+    public grpc::ClientReadReactor<sglang::runtime::v1::EngineStateSnapshot> {
+ public:
+  state_call(health_watch& w, sglang::runtime::v1::SglangService::Stub& stub)
+    : w_(w) {
+    stub.async()->WatchEngineState(&ctx_, &req_, this);
+    StartRead(&snap_);
+    StartCall();
+  }
+
+  void cancel() override { ctx_.TryCancel(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok)
+      return; // OnDone follows
+    using sglang::runtime::v1::SERVER_STATUS_STARTING;
+    using sglang::runtime::v1::SERVER_STATUS_UNHEALTHY;
+    bool up = snap_.healthy() && !snap_.is_pause() &&
+              snap_.server_status() != SERVER_STATUS_STARTING &&
+              snap_.server_status() != SERVER_STATUS_UNHEALTHY;
+    w_.status(up ? engine_health::serving : engine_health::not_serving);
+    StartRead(&snap_);
+  }
+
+  void OnDone(const grpc::Status& st) override {
+    auto& w = w_;
+    auto why = st.error_message();
+    delete this;
+    w.closed(why);
+  }
+
+ private:
+  health_watch& w_;
+  grpc::ClientContext ctx_;
+  sglang::runtime::v1::WatchEngineStateRequest req_;
+  sglang::runtime::v1::EngineStateSnapshot snap_;
+};
+
+health_watch::health_watch(std::string endpoint, backoff b, callback cb,
+                           source src)
   : endpoint_(std::move(endpoint)), backoff_(b), cb_(std::move(cb)),
-    delay_(b.initial) {
+    source_(src), delay_(b.initial) {
   // gRPC's own reconnect backoff defaults to 1 s growing to 120 s; keep it
   // in step with ours so a restarted engine is seen quickly.
   grpc::ChannelArguments args;
@@ -62,7 +111,11 @@ health_watch::health_watch(std::string endpoint, backoff b, callback cb)
               static_cast<int>(backoff_.max.count()));
   channel_ = grpc::CreateCustomChannel(
     endpoint_, grpc::InsecureChannelCredentials(), args);
-  stub_ = std::shared_ptr<Health::Stub>(Health::NewStub(channel_));
+  if (source_ == source::sglang_state)
+    stub_ = std::shared_ptr<sglang::runtime::v1::SglangService::Stub>(
+      sglang::runtime::v1::SglangService::NewStub(channel_));
+  else
+    stub_ = std::shared_ptr<Health::Stub>(Health::NewStub(channel_));
   std::lock_guard<std::mutex> guard{mtx_};
   open();
 }
@@ -84,7 +137,12 @@ void health_watch::stop() {
 // Under mtx_. A fail-fast call: while the engine cannot be reached it ends
 // at once with UNAVAILABLE, and the next try waits for the backoff.
 void health_watch::open() {
-  call_ = new call(*this, *std::static_pointer_cast<Health::Stub>(stub_));
+  using sglang::runtime::v1::SglangService;
+  if (source_ == source::sglang_state)
+    call_ = new state_call(
+      *this, *std::static_pointer_cast<SglangService::Stub>(stub_));
+  else
+    call_ = new call(*this, *std::static_pointer_cast<Health::Stub>(stub_));
 }
 
 void health_watch::status(engine_health h) {

@@ -20,17 +20,22 @@ namespace outrider::engine {
 /// own): opens a Watch stream for service "", reports every status, and on
 /// failure reports `unreachable` once and reconnects with exponential
 /// backoff. The callback runs on gRPC's threads; it must only hand the
-/// value on (e.g. `caf::anon_send`).
+/// value on (e.g. `caf::anon_send`). For SGLang (`source::sglang_state`)
+/// the stream is WatchEngineState instead, whose snapshots also say pause
+/// (SGLang's standard health stays SERVING while paused): serving when
+/// healthy, up and not paused, else not_serving.
 class health_watch {
  public:
   using callback = std::function<void(engine_health, const std::string&)>;
+  enum class source { grpc_health, sglang_state };
 
   struct backoff {
     std::chrono::milliseconds initial{100};
     std::chrono::milliseconds max{1000};
   };
 
-  health_watch(std::string endpoint, backoff b, callback cb);
+  health_watch(std::string endpoint, backoff b, callback cb,
+               source src = source::grpc_health);
   ~health_watch(); // stops, and waits until no callback can run
 
   health_watch(const health_watch&) = delete;
@@ -39,7 +44,9 @@ class health_watch {
   void stop();
 
  private:
+  class call_base;
   class call;
+  class state_call;
   void open();                         // a new Watch call
   void closed(const std::string& why); // it ended
   void status(engine_health h);        // it reported
@@ -48,11 +55,12 @@ class health_watch {
   backoff backoff_;
   callback cb_;
   std::shared_ptr<grpc::Channel> channel_;
-  std::shared_ptr<void> stub_; // Health::Stub, kept out of this header
+  source source_;
+  std::shared_ptr<void> stub_; // the generated stub, kept out of this header
   std::mutex mtx_;
   std::condition_variable idle_;
   bool stopping_ = false;              // guarded by mtx_
-  call* call_ = nullptr;               // guarded by mtx_
+  call_base* call_ = nullptr;          // guarded by mtx_
   std::unique_ptr<grpc::Alarm> alarm_; // guarded by mtx_
   bool waiting_ = false;               // an alarm is set; guarded by mtx_
   bool reported_down_ = false;         // guarded by mtx_

@@ -10,6 +10,7 @@
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
 
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "sglang.grpc.pb.h"
 #include "tests/e2e/router_cluster.hpp"
 
@@ -130,4 +131,34 @@ TEST_CASE("a sidecar in front of an SGLang engine registers it, relays its "
   CHECK(r["choices"][0]["token_ids"].size() == 5);
   CHECK(r["choices"][0]["finish_reason"] == "length");
   CHECK(r["usage"]["prompt_tokens"] == 12);
+}
+
+TEST_CASE("an SGLang engine paused through its own RPC: the sidecar "
+          "deregisters from WatchEngineState (standard health stays "
+          "SERVING) and registers again on continue") {
+  sim_process sim{{}};
+  REQUIRE(sim.wait_serving(10s));
+  sidecar_process side{
+    sim.endpoint(), nullptr, {"--engine-protocol", "sglang"}};
+  REQUIRE(eventually([&] { return side.get("/ready") == 200; }, 15s));
+  auto stub = sg::SglangService::NewStub(sim.channel());
+  {
+    grpc::ClientContext ctx;
+    sg::PauseGenerationResponse r;
+    REQUIRE(stub->PauseGeneration(&ctx, {}, &r).ok());
+  }
+  // The engine's standard health still says SERVING, as SGLang's does.
+  auto health = grpc::health::v1::Health::NewStub(sim.channel());
+  grpc::ClientContext hctx;
+  grpc::health::v1::HealthCheckRequest hreq;
+  grpc::health::v1::HealthCheckResponse hresp;
+  REQUIRE(health->Check(&hctx, hreq, &hresp).ok());
+  CHECK(hresp.status() == grpc::health::v1::HealthCheckResponse::SERVING);
+  CHECK(eventually([&] { return side.get("/ready") == 503; }, 10s));
+  {
+    grpc::ClientContext ctx;
+    sg::ContinueGenerationResponse r;
+    REQUIRE(stub->ContinueGeneration(&ctx, {}, &r).ok());
+  }
+  CHECK(eventually([&] { return side.get("/ready") == 200; }, 10s));
 }
