@@ -1,9 +1,12 @@
 // The sidecar's view of an SGLang engine (sglang.runtime.v1): identity from
-// WatchEngineState's first snapshot (instance_id), capacity and topology
+// WatchEngineState's first snapshot (instance_id, with the topology folded
+// in), capacity and topology
 // from GetServerInfo's JSON, KV event sources from its kv_events (rank r
 // on endpoint_port_base + r; a wildcard host is the engine's), abort by
 // rid. SGLang advertises no replay endpoint in this revision.
 #include <chrono>
+#include <cstdio>
+#include <functional>
 
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
@@ -70,7 +73,16 @@ class sglang_adapter final : public engine_adapter {
     watch->Finish();
     if (snap.instance_id() == 0)
       return malformed("the engine reported no instance_id");
-    out.instance_id = std::to_string(snap.instance_id());
+    // A change of topology between attaches (tp_size, dp_size, kv_events)
+    // is a new engine, as a new instance_id is: both are in the identity.
+    auto topology = json{{"tp", info.value("tp_size", json{})},
+                         {"dp", info.value("dp_size", json{})},
+                         {"kv", info.value("kv_events", json{})}}
+                      .dump();
+    char tag[17];
+    std::snprintf(tag, sizeof tag, "%016zx",
+                  std::hash<std::string>{}(topology));
+    out.instance_id = std::to_string(snap.instance_id()) + "-" + tag;
     out.model = info.value("served_model_name", std::string{});
     if (out.model.empty())
       out.model = snap.model_info().model_path();

@@ -5,6 +5,7 @@
 // the DP rank in the body, WatchEngineState snapshots on connect and on
 // change (pause), server info with kv_events, abort by rid.
 
+#include <csignal>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
@@ -161,4 +162,94 @@ TEST_CASE("an SGLang engine paused through its own RPC: the sidecar "
     REQUIRE(stub->ContinueGeneration(&ctx, {}, &r).ok());
   }
   CHECK(eventually([&] { return side.get("/ready") == 200; }, 10s));
+}
+
+namespace {
+
+size_t sidecar_blocks(const sidecar_process& side) {
+  std::string body;
+  if (side.get("/debug/index", &body) != 200)
+    return 0;
+  auto doc = nlohmann::json::parse(body, nullptr, false);
+  if (!doc.is_object() || !doc["ranks"].contains("0"))
+    return 0;
+  return doc["ranks"]["0"]["blocks"].size();
+}
+
+std::string registered_instance(const sidecar_process& side) {
+  auto recs = side.records();
+  return recs.size() == 1 && side.get("/ready") == 200
+           ? recs[0]["instance_id"].get<std::string>()
+           : "";
+}
+
+} // namespace
+
+TEST_CASE("an SGLang engine killed and replaced: deregistered, its index "
+          "reset for the new instance, registered again") {
+  sim_process sim{{.extra = {"--kv-hash-format", "int64"}}};
+  REQUIRE(sim.wait_serving(10s));
+  sidecar_process side{
+    sim.endpoint(), nullptr, {"--engine-protocol", "sglang"}};
+  REQUIRE(eventually([&] { return !registered_instance(side).empty(); }, 15s));
+  auto first = registered_instance(side);
+  warm(sim, tokens(100, 40));
+  REQUIRE(eventually([&] { return sidecar_blocks(side) >= 10; }, 10s));
+
+  sim.proc->signal(SIGKILL);
+  REQUIRE(eventually([&] { return side.records().empty(); }, 5s));
+  CHECK(side.get("/ready") == 503);
+  sim.start(); // a new process: a new instance id
+  REQUIRE(sim.wait_serving(10s));
+  REQUIRE(eventually(
+    [&] {
+      auto now = registered_instance(side);
+      return !now.empty() && now != first;
+    },
+    15s));
+  CHECK(sidecar_blocks(side) == 0); // the old engine's blocks are gone
+  warm(sim, tokens(900, 20));
+  CHECK(eventually([&] { return sidecar_blocks(side) >= 5; }, 10s));
+}
+
+TEST_CASE("a mixed fleet (vLLM, SGLang and OpenEngine engines behind one "
+          "router) routes by prefix across all three") {
+  cluster c{0};
+  const std::vector<std::string> protocols{"vllm", "sglang", "openengine"};
+  std::vector<std::vector<uint32_t>> prefixes;
+  for (size_t i = 0; i < protocols.size(); ++i) {
+    sim_process::options so;
+    if (protocols[i] == "sglang")
+      so.extra = {"--kv-hash-format", "int64"};
+    c.sims.push_back(std::make_unique<sim_process>(so));
+    REQUIRE(c.sims.back()->wait_serving(10s));
+    c.sides.push_back(std::make_unique<sidecar_process>(
+      c.sims.back()->endpoint(), std::make_shared<sidecar_dirs>(),
+      std::vector<std::string>{"--discovery-dir", c.discovery.str(),
+                               "--worker-id", "worker-" + std::to_string(i),
+                               "--engine-protocol", protocols[i]}));
+    prefixes.push_back(tokens(3000 + 1000 * static_cast<uint32_t>(i), 64));
+  }
+  REQUIRE(eventually(
+    [&] { return c.router_metric("outrider_router_workers") == 3; }, 20s));
+  for (size_t i = 0; i < protocols.size(); ++i)
+    warm(*c.sims[i], prefixes[i]);
+  REQUIRE(eventually(
+    [&] { return c.router_metric("outrider_router_index_entries") >= 48; },
+    10s));
+  // Prefix i's 4 requests ask for i + 1 tokens each and must all go
+  // through the relay of worker i, the one holding it (vLLM reports no
+  // cached tokens: the relays' token counts tell where requests went).
+  for (uint32_t round = 0; round < 4; ++round)
+    for (size_t i = 0; i < protocols.size(); ++i) {
+      auto n = static_cast<uint32_t>(i + 1);
+      auto r =
+        c.complete(concat(prefixes[i], tokens(20000 + 50 * round, 6)), n);
+      CHECK(r["choices"][0]["token_ids"].size() == n);
+    }
+  for (size_t i = 0; i < protocols.size(); ++i) {
+    INFO(protocols[i]);
+    CHECK(c.sides[i]->metric("outrider_relay_tokens_total").value_or(0) ==
+          4.0 * static_cast<double>(i + 1));
+  }
 }
