@@ -253,3 +253,28 @@ TEST_CASE("a mixed fleet (vLLM, SGLang and OpenEngine engines behind one "
           4.0 * static_cast<double>(i + 1));
   }
 }
+
+TEST_CASE("an SGLang sidecar started before its engine registers once it "
+          "serves, and on SIGTERM withdraws its record and leaves the "
+          "engine serving") {
+  sim_process sim{{.start_now = false}};
+  sidecar_process side{
+    sim.endpoint(), nullptr, {"--engine-protocol", "sglang"}};
+  REQUIRE(eventually([&] { return side.get("/live") == 200; }, 10s));
+  CHECK(side.get("/ready") == 503);
+  CHECK(side.records().empty());
+  sim.start();
+  REQUIRE(sim.wait_serving(10s));
+  REQUIRE(eventually([&] { return !registered_instance(side).empty(); }, 15s));
+  auto rec = side.records()[0];
+  CHECK(rec["kv_block_size"] == 4);
+  warm(sim, tokens(100, 16));
+  CHECK(eventually([&] { return sidecar_blocks(side) >= 4; }, 10s));
+
+  side.proc->signal(SIGTERM);
+  auto code = side.proc->wait(15s);
+  REQUIRE(code);
+  CHECK(*code == 0);
+  CHECK(side.records().empty());
+  CHECK(sim.wait_serving(1s)); // the engine keeps serving
+}
