@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <random>
 #include <set>
@@ -20,6 +19,7 @@
 #include "actors/router/kv_router.hpp"
 #include "actors/router/router_fleet.hpp"
 #include "actors/router/status_page.hpp"
+#include "actors/router/text_setup.hpp"
 #include "actors/router/worker_watcher.hpp"
 #include "cluster/discovery.hpp"
 #include "cluster/discovery_from.hpp"
@@ -136,38 +136,6 @@ frontend_config frontend_config_from(const runtime::options& o) {
   return f;
 }
 
-// The chat template: --chat-template's file (exit 2 when it cannot be
-// used), else the tokenizer's own (a warning when it cannot: completions
-// still work, chat requests get 400 saying why).
-bool load_chat_template(runtime::role_context& ctx, frontend_config& fc) {
-  const auto& file = ctx.opts.get(opt::chat_template);
-  std::string source = fc.tokenizer->chat_template(), why;
-  if (!file.empty()) {
-    std::ifstream in{file};
-    if (!in) {
-      ctx.control->request_exit(2, "--chat-template: cannot read " + file);
-      return false;
-    }
-    source.assign(std::istreambuf_iterator<char>{in}, {});
-  }
-  if (source.empty()) {
-    fc.chat_template_error = "the tokenizer has no chat_template (give one "
-                             "with --chat-template FILE)";
-    spdlog::warn("router: {}", fc.chat_template_error);
-    return true;
-  }
-  fc.chat_template = text::chat_template::compile(source, &why);
-  if (fc.chat_template)
-    return true;
-  if (!file.empty()) {
-    ctx.control->request_exit(2, "--chat-template: " + file + ": " + why);
-    return false;
-  }
-  fc.chat_template_error = why;
-  spdlog::warn("router: /v1/chat/completions is off: {}", why);
-  return true;
-}
-
 // Both frontends; true when every one listens.
 bool start_frontends(runtime::role_context& ctx, router_parts& parts,
                      const std::function<std::vector<std::string>()>& models) {
@@ -182,19 +150,8 @@ bool start_frontends(runtime::role_context& ctx, router_parts& parts,
     fc.tls =
       frontend_config::tls_pem{parts.tls->cert, parts.tls->key, parts.tls->ca};
   }
-  if (const auto& dir = o.get(opt::tokenizer); !dir.empty()) {
-    std::string why;
-    fc.tokenizer = text::tokenizer::load(dir, &why);
-    if (!fc.tokenizer) {
-      ctx.control->request_exit(2, "--tokenizer: " + why);
-      return false;
-    }
-    spdlog::info("router: tokenizer from {} ({} tokens)", dir,
-                 fc.tokenizer->vocab_size());
-    if (!load_chat_template(ctx, fc))
-      return false;
-  }
-  fc.tokenizer_threads = static_cast<size_t>(o.get(opt::tokenizer_threads));
+  if (!load_text(ctx, fc))
+    return false;
   parts.frontend =
     std::make_unique<http_frontend>(*parts.dispatch, models, std::move(fc));
   if (auto err = parts.frontend->start(
@@ -358,7 +315,7 @@ std::vector<runtime::child_spec> all_children(runtime::role_context& ctx) {
   // With a tokenizer the simulated engines speak its vocabulary.
   if (const auto& dir = o.get(opt::tokenizer); !dir.empty()) {
     std::string why;
-    if (auto t = text::tokenizer::load(dir, &why))
+    if (auto t = process_tokenizer(dir, &why))
       lc.sim_args.insert(lc.sim_args.end(),
                          {"--vocab-size", std::to_string(t->vocab_size())});
   }

@@ -20,6 +20,14 @@ class health_watch::call_base {
  public:
   virtual ~call_base() = default;
   virtual void cancel() = 0;
+
+ protected:
+  // The stream ended: the call goes, then the watch hears why.
+  static void done(health_watch& w, const grpc::Status& st, call_base* self) {
+    auto why = st.error_message();
+    delete self;
+    w.closed(why);
+  }
 };
 
 // One Watch stream; deletes itself when gRPC is done with it.
@@ -42,12 +50,7 @@ class health_watch::call final
     StartRead(&resp_);
   }
 
-  void OnDone(const grpc::Status& st) override {
-    auto& w = w_;
-    auto why = st.error_message();
-    delete this;
-    w.closed(why);
-  }
+  void OnDone(const grpc::Status& st) override { done(w_, st, this); }
 
  private:
   health_watch& w_;
@@ -82,12 +85,7 @@ class health_watch::state_call final
     StartRead(&snap_);
   }
 
-  void OnDone(const grpc::Status& st) override {
-    auto& w = w_;
-    auto why = st.error_message();
-    delete this;
-    w.closed(why);
-  }
+  void OnDone(const grpc::Status& st) override { done(w_, st, this); }
 
  private:
   health_watch& w_;

@@ -168,4 +168,28 @@ std::string indent(const std::string& s, int64_t width, bool first,
   return out;
 }
 
+value slice(const value& obj, std::optional<int64_t> start,
+            std::optional<int64_t> stop, int64_t step) {
+  auto items = obj.k == value::kind::list ? *obj.l : iterate(obj);
+  int64_t n = static_cast<int64_t>(items.size());
+  auto clamp = [&](std::optional<int64_t> x, int64_t dflt) {
+    if (!x)
+      return dflt;
+    int64_t v = *x < 0 ? *x + n : *x;
+    return step > 0 ? std::clamp<int64_t>(v, 0, n)
+                    : std::clamp<int64_t>(v, -1, n - 1);
+  };
+  int64_t b = clamp(start, step > 0 ? 0 : n - 1);
+  int64_t end = clamp(stop, step > 0 ? n : -1);
+  list out;
+  for (int64_t i = b; step > 0 ? i < end : i > end; i += step)
+    out.push_back(items[static_cast<size_t>(i)]);
+  if (obj.k == value::kind::list)
+    return value::make_list(std::move(out));
+  std::string s;
+  for (const auto& c : out)
+    s += c.s;
+  return value::string(std::move(s));
+}
+
 } // namespace outrider::text::jinja::ops

@@ -3,6 +3,7 @@
 // Python's string and sequence operations shared by the filters, the
 // methods and the tests.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ int64_t length(const value& v);
 value items_of(const value& v);
 value select(const value& v, const std::vector<value>& args, bool attr,
              bool keep);
+/// Python's obj[start:stop:step] of a list or string (step not 0).
+value slice(const value& obj, std::optional<int64_t> start,
+            std::optional<int64_t> stop, int64_t step);
 std::string indent(const std::string& s, int64_t width, bool first, bool blank);
 
 } // namespace outrider::text::jinja::ops

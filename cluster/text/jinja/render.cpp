@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cluster/text/jinja/builtins.hpp"
+#include "cluster/text/jinja/ops.hpp"
 
 namespace outrider::text::jinja {
 
@@ -168,6 +169,15 @@ class renderer {
   value eval(const expr& e);
   value eval_binary(const expr& e);
   value eval_filter(const expr& e);
+  // A call's, filter's or test's arguments (kids[1..] and keywords).
+  std::pair<std::vector<value>, kwargs> arguments(const expr& e) {
+    std::pair<std::vector<value>, kwargs> out;
+    for (size_t n = 1; n < e.kids.size(); ++n)
+      out.first.push_back(eval(*e.kids[n]));
+    for (const auto& [k, x] : e.kw)
+      out.second.emplace_back(k, eval(*x));
+    return out;
+  }
   value eval_test(const expr& e);
   value eval_call(const expr& e);
   value subscript(const expr& e, const value& obj, const value& key);
@@ -250,12 +260,7 @@ value renderer::eval(const expr& e) {
 
 value renderer::eval_filter(const expr& e) {
   auto v = eval(*e.kids[0]);
-  std::vector<value> args;
-  for (size_t n = 1; n < e.kids.size(); ++n)
-    args.push_back(eval(*e.kids[n]));
-  kwargs kw;
-  for (const auto& [k, x] : e.kw)
-    kw.emplace_back(k, eval(*x));
+  auto [args, kw] = arguments(e);
   try {
     return apply_filter(e.name, v, args, kw);
   } catch (const template_error& err) {
@@ -265,9 +270,7 @@ value renderer::eval_filter(const expr& e) {
 
 value renderer::eval_test(const expr& e) {
   auto v = eval(*e.kids[0]);
-  std::vector<value> args;
-  for (size_t n = 1; n < e.kids.size(); ++n)
-    args.push_back(eval(*e.kids[n]));
+  auto args = arguments(e).first;
   try {
     return value::boolean(apply_test(e.name, v, args) != e.negated);
   } catch (const template_error& err) {
@@ -319,12 +322,7 @@ value renderer::eval_call(const expr& e) {
                    (f.undefined_name.empty()
                       ? std::string{}
                       : " ('" + f.undefined_name + "' is undefined)"));
-  std::vector<value> args;
-  for (size_t n = 1; n < e.kids.size(); ++n)
-    args.push_back(eval(*e.kids[n]));
-  kwargs kw;
-  for (const auto& [k, x] : e.kw)
-    kw.emplace_back(k, eval(*x));
+  auto [args, kw] = arguments(e);
   try {
     return (*f.f)(args, kw);
   } catch (const template_error& err) {
@@ -360,8 +358,6 @@ value renderer::subscript(const expr& e, const value& obj, const value& key) {
 value renderer::slice(const expr& e, const value& obj) {
   if (obj.k != value::kind::list && obj.k != value::kind::string)
     fail(e.line, std::string("cannot slice a ") + type_name(obj));
-  auto items = obj.k == value::kind::list ? *obj.l : iterate(obj);
-  int64_t n = static_cast<int64_t>(items.size());
   auto part = [&](size_t k) -> std::optional<int64_t> {
     if (!e.kids[k])
       return std::nullopt;
@@ -373,27 +369,9 @@ value renderer::slice(const expr& e, const value& obj) {
     return v.i;
   };
   auto start = part(1), stop = part(2), step_v = part(3);
-  int64_t step = step_v.value_or(1);
-  if (step == 0)
+  if (step_v.value_or(1) == 0)
     fail(e.line, "slice step cannot be zero");
-  auto clamp = [&](std::optional<int64_t> x, int64_t dflt) {
-    if (!x)
-      return dflt;
-    int64_t v = *x < 0 ? *x + n : *x;
-    return step > 0 ? std::clamp<int64_t>(v, 0, n)
-                    : std::clamp<int64_t>(v, -1, n - 1);
-  };
-  int64_t b = clamp(start, step > 0 ? 0 : n - 1);
-  int64_t end = clamp(stop, step > 0 ? n : -1);
-  list out;
-  for (int64_t i = b; step > 0 ? i < end : i > end; i += step)
-    out.push_back(items[static_cast<size_t>(i)]);
-  if (obj.k == value::kind::list)
-    return value::make_list(std::move(out));
-  std::string s;
-  for (const auto& c : out)
-    s += c.s;
-  return value::string(std::move(s));
+  return ops::slice(obj, start, stop, step_v.value_or(1));
 }
 
 } // namespace
