@@ -26,6 +26,21 @@ bool valid_worker_id(const std::string& id) {
          });
 }
 
+// host:port with a port in 1..65535 and a host of at most 253 characters.
+static bool valid_host_port(const std::string& s) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon > 253 ||
+      s.size() - colon - 1 > 5 || colon + 1 == s.size())
+    return false;
+  uint32_t port = 0;
+  for (auto i = colon + 1; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9')
+      return false;
+    port = port * 10 + static_cast<uint32_t>(s[i] - '0');
+  }
+  return port > 0 && port < 65536;
+}
+
 std::string to_json(const worker_record& r) {
   nlohmann::json j{
     {"worker_id", r.worker_id},
@@ -40,6 +55,8 @@ std::string to_json(const worker_record& r) {
     {"data_parallel_size", r.data_parallel_size},
     {"version", r.version},
   };
+  if (!r.bootstrap_endpoint.empty())
+    j["bootstrap_endpoint"] = r.bootstrap_endpoint;
   return j.dump();
 }
 
@@ -77,6 +94,11 @@ std::optional<worker_record> record_from_json(const std::string& text,
       !str("engine_endpoint", r.engine_endpoint) ||
       !str("protocol", r.protocol) || !str("version", r.version))
     return fail("a string field is missing or not a string");
+  if (j.contains("bootstrap_endpoint") &&
+      !str("bootstrap_endpoint", r.bootstrap_endpoint))
+    return fail("bootstrap_endpoint is not a string");
+  if (!r.bootstrap_endpoint.empty() && !valid_host_port(r.bootstrap_endpoint))
+    return fail("bootstrap_endpoint is not host:port");
   if (r.role != "aggregated" && r.role != "prefill" && r.role != "decode")
     return fail("unknown role '" + r.role + "'");
   if (!num("kv_block_size", r.kv_block_size) || r.kv_block_size == 0 ||

@@ -20,7 +20,9 @@ struct worker_record {
   std::string role = "aggregated"; // aggregated, prefill, decode
   std::string relay_endpoint;      // the sidecar's OpenEngine server
   std::string engine_endpoint;
-  std::string protocol; // openengine or vllm
+  std::string protocol; // openengine, vllm or sglang
+  /// A prefill engine's bootstrap server, host:port (SGLang), else empty.
+  std::string bootstrap_endpoint;
   uint32_t kv_block_size = 0;
   uint64_t total_kv_blocks = 0;
   uint32_t data_parallel_size = 1;

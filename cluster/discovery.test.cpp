@@ -143,6 +143,19 @@ TEST_CASE("record validation names the problem") {
   bad_role.replace(bad_role.find("aggregated"), 10, "boss");
   CHECK_FALSE(record_from_json(bad_role, &why));
   CHECK(why == "unknown role 'boss'");
+  // A prefill engine's bootstrap server survives the round trip; a
+  // malformed one is refused.
+  auto r = record("w");
+  r.bootstrap_endpoint = "10.1.2.3:8998";
+  auto back = record_from_json(to_json(r), &why);
+  REQUIRE(back);
+  CHECK(back->bootstrap_endpoint == "10.1.2.3:8998");
+  CHECK(record_from_json(j, &why)->bootstrap_endpoint.empty());
+  for (const char* bad : {"nohost", ":80", "h:0", "h:65536", "h:8x", "h:"}) {
+    r.bootstrap_endpoint = bad;
+    CHECK_FALSE(record_from_json(to_json(r), &why));
+    CHECK(why == "bootstrap_endpoint is not host:port");
+  }
 }
 
 TEST_CASE("wait_for_change wakes on a new record") {

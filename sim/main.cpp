@@ -187,15 +187,24 @@ int run(int argc, char** argv) {
   auto oe_inference = make_openengine_inference(engine);
   auto oe_control = make_openengine_control(engine);
   auto sglang = make_sglang_service(engine, cfg.sglang_cumulative_output);
+  auto bootstrap = make_bootstrap_service(
+    engine.rooms(), std::chrono::milliseconds{cfg.bootstrap_timeout_ms});
   grpc::ServerBuilder builder;
   auto address = cfg.host + ":" + std::to_string(cfg.grpc_port);
   int bound = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound);
-  builder.RegisterService(vllm_inference.get());
-  builder.RegisterService(vllm_control.get());
-  builder.RegisterService(oe_inference.get());
-  builder.RegisterService(oe_control.get());
-  builder.RegisterService(sglang.get());
+  if (cfg.serves("vllm")) {
+    builder.RegisterService(vllm_inference.get());
+    builder.RegisterService(vllm_control.get());
+  }
+  if (cfg.serves("openengine")) {
+    builder.RegisterService(oe_inference.get());
+    builder.RegisterService(oe_control.get());
+  }
+  if (cfg.serves("sglang")) {
+    builder.RegisterService(sglang.get());
+    builder.RegisterService(bootstrap.get());
+  }
   builder.SetMaxReceiveMessageSize(64 << 20);
   auto server = builder.BuildAndStart();
   if (!server || bound == 0)

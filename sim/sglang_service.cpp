@@ -91,6 +91,10 @@ class service final : public sg::SglangService::Service {
     auto id = req.id;
     std::vector<int32_t> all; // for cumulative output
     bool first = true;
+    // A prefill leg ends once its decode engine has fetched the KV.
+    bool prefill_leg = e_.config().engine_role_prefill();
+    auto room = in->disaggregated_params().bootstrap_room();
+    auto prompt_len = static_cast<uint32_t>(req.prompt.size());
     auto st = e_.generate(ctx, rank, std::move(req), [&](auto& outs) {
       sg::GenerateResponse resp;
       auto& meta = *resp.mutable_meta_info();
@@ -105,6 +109,14 @@ class service final : public sg::SglangService::Service {
           resp.add_output_ids(static_cast<int32_t>(o.token));
         if (o.finished != finish_reason::none) {
           meta["finish_reason"] = finish_json(o.finished);
+          if (prefill_leg && o.finished != finish_reason::aborted &&
+              !hand_over(ctx, room, prompt_len, rank))
+            meta["finish_reason"] = nlohmann::json{
+              {"type", "abort"},
+              {"message", "no decode engine fetched the KV of "
+                          "bootstrap room " +
+                            std::to_string(
+                              room)}}.dump();
           meta["completion_tokens"] = std::to_string(all.size());
           resp.set_finished(true);
         }
@@ -245,7 +257,36 @@ class service final : public sg::SglangService::Service {
     out->kv_preloaded = decode_leg;
     if (c.engine_role_prefill())
       out->max_tokens = 1;
+    return decode_leg ? fetch_kv(in.disaggregated_params(), *out) : Status::OK;
+  }
+
+  // The decode leg: the KV comes from the prefill engine's bootstrap
+  // server (waiting for its prefill), then the simulated transfer.
+  Status fetch_kv(const sg::DisaggregatedParams& p, const engine_request& r) {
+    const auto& c = e_.config();
+    if (p.bootstrap_host().empty() || p.bootstrap_port() <= 0)
+      return {StatusCode::INVALID_ARGUMENT,
+              "a decode leg needs bootstrap_host and bootstrap_port"};
+    auto st =
+      fetch_room(p.bootstrap_host(), p.bootstrap_port(), p.bootstrap_room(),
+                 static_cast<uint32_t>(r.prompt.size()),
+                 std::chrono::milliseconds{c.bootstrap_timeout_ms});
+    if (!st.ok())
+      return {StatusCode::UNAVAILABLE,
+              "KV transfer from the prefill engine failed: " +
+                st.error_message()};
+    auto blocks = r.prompt.size() / c.engine.block_size;
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(
+      c.transfer_ms_per_block * static_cast<double>(blocks) / c.speedup));
     return Status::OK;
+  }
+
+  bool hand_over(ServerContext* ctx, int64_t room, uint32_t prompt_len,
+                 int rank) {
+    return e_.rooms().offer_and_wait(
+      room, prompt_len, rank,
+      std::chrono::milliseconds{e_.config().bootstrap_timeout_ms},
+      [ctx] { return ctx->IsCancelled(); });
   }
 
   sim_engine& e_;

@@ -38,8 +38,11 @@ constexpr option_key<std::string> kv_encoding{"kv-event-encoding"};
 constexpr option_key<std::string> kv_hashes{"kv-hash-format"};
 constexpr option_key<bool> replay_topic{"replay-topic-frame"};
 constexpr option_key<bool> sglang_cumulative{"sglang-cumulative-output"};
+constexpr option_key<std::string> protocol{"protocol"};
 constexpr option_key<std::string> role{"disaggregation-mode"};
 constexpr option_key<double> transfer_ms{"kv-transfer-ms-per-block"};
+constexpr option_key<std::chrono::milliseconds> bootstrap_timeout{
+  "bootstrap-timeout"};
 } // namespace key
 
 option_spec spec(const char* name, ot type, std::string def, std::string help,
@@ -125,6 +128,11 @@ std::vector<option_spec> make_specs() {
          "replay replies carry the topic frame (current vLLM); false: older "
          "vLLM and SGLang",
          "--replay-topic-frame false"),
+    spec("protocol", ot::string, "all",
+         "the engine services served beside grpc.health.v1: every one, or "
+         "only one engine's (as a real vLLM, OpenEngine or SGLang engine "
+         "offers)",
+         "--protocol sglang", {"all", "vllm", "openengine", "sglang"}),
     spec("sglang-cumulative-output", ot::boolean, "false",
          "SGLang's Generate sends all output ids so far in every message "
          "(SGLang without --incremental-streaming-output)",
@@ -135,6 +143,11 @@ std::vector<option_spec> make_specs() {
     number("kv-transfer-ms-per-block", c.transfer_ms_per_block,
            "simulated KV transfer time per block on a decode engine",
            "--kv-transfer-ms-per-block 0.1", 0, 1e6),
+    spec("bootstrap-timeout", ot::duration, "10s",
+         "SGLang disaggregation: how long a prefill leg waits for its decode "
+         "engine to fetch the KV under the bootstrap room, and a decode leg "
+         "for the prefill",
+         "--bootstrap-timeout 2s"),
   };
 }
 
@@ -207,11 +220,13 @@ std::string to_config(const runtime::options& o, sim_config& c) {
                                     : hash_format::uint64;
   c.replay_topic_frame = o.get(key::replay_topic);
   c.sglang_cumulative_output = o.get(key::sglang_cumulative);
+  c.protocol = o.get(key::protocol);
   const auto& role = o.get(key::role);
   c.role = role == "prefill"  ? engine_role::prefill
            : role == "decode" ? engine_role::decode
                               : engine_role::aggregated;
   c.transfer_ms_per_block = o.get(key::transfer_ms);
+  c.bootstrap_timeout_ms = o.get(key::bootstrap_timeout).count();
   const auto& kv = o.get(key::kv_events);
   return kv.empty() ? std::string{} : parse_kv_events(c, kv);
 }
@@ -219,9 +234,10 @@ std::string to_config(const runtime::options& o, sim_config& c) {
 } // namespace
 
 std::string sim_help_text() {
-  return "outrider-sim: a simulated vLLM engine speaking the real protocols "
+  return "outrider-sim: a simulated engine speaking the real protocols "
          "(grpc.health.v1,\nvllm.Inference/Control, "
-         "openengine.v1.Inference/Control, ZMQ KV events).\n\nOptions:\n" +
+         "openengine.v1.Inference/Control, sglang.runtime.v1.SglangService,"
+         "\nZMQ KV events).\n\nOptions:\n" +
          runtime::option_list_text(sim_specs(), false) +
          "  -h, --help     this text\n";
 }

@@ -11,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/service_type.h>
 
+#include "sim/bootstrap.hpp"
 #include "sim/engine_runner.hpp"
 #include "sim/kv_publisher.hpp"
 
@@ -44,9 +45,14 @@ struct sim_config {
   // SGLang's Generate without --incremental-streaming-output: every
   // message carries all output ids so far.
   bool sglang_cumulative_output = false;
+  std::string protocol = "all"; // the services served: all, or one family
+  bool serves(const char* family) const {
+    return protocol == "all" || protocol == family;
+  }
   // Disaggregation.
   engine_role role = engine_role::aggregated;
   double transfer_ms_per_block = 0.05;
+  long bootstrap_timeout_ms = 10000; // SGLang's bootstrap handoff
 
   bool engine_role_prefill() const { return role == engine_role::prefill; }
   bool engine_role_decode() const { return role == engine_role::decode; }
@@ -101,6 +107,8 @@ class sim_engine {
   std::string new_request_id();
   kv_session open_session(int rank, size_t prompt_tokens);
   std::optional<kv_session> find_session(const std::string& id) const;
+  /// SGLang's bootstrap rooms (prefill engines).
+  bootstrap_rooms& rooms() { return rooms_; }
 
   /// Runs a request to its end, handing outputs to `write` (false: stop).
   /// Cancellation by the client does not abort the request (vLLM's rule).
@@ -124,6 +132,7 @@ class sim_engine {
   std::atomic<uint64_t> next_id_{0};
   mutable std::mutex mtx_;
   std::unordered_map<std::string, kv_session> sessions_; // guarded by mtx_
+  bootstrap_rooms rooms_;
 };
 
 /// The gRPC services; each keeps a reference to the engine.

@@ -128,8 +128,14 @@ class dispatcher {
   /// Conditional disaggregation: prefills remotely when the policy says so
   /// and hands the serialised KV session for the decode worker `d` to
   /// `done` (nullopt: the decode worker prefills itself).
+  /// With an SGLang prefill worker (one with a bootstrap server) the
+  /// session is a bootstrap room and `done` runs as soon as the prefill leg
+  /// is sent: SGLang needs both legs at once.
   void maybe_remote_prefill(const std::vector<uint32_t>& tokens,
                             const route_decision& d, session_fn done);
+  bool local_prefill_wins(size_t prompt_tokens, const route_decision& d,
+                          const route_decision& p);
+  static int64_t new_bootstrap_room();
   /// Engine calls in flight, so `cancel_all` reaches them. `track` is
   /// false (and nothing is tracked) once everything was cancelled.
   bool track(grpc::ClientContext* ctx);

@@ -38,9 +38,9 @@ placement::join placement::add_worker(const cluster::worker_record& r) {
     slots.push_back(static_cast<uint32_t>(slots_.size()));
     predicted_.emplace_back();
     pending_.emplace_back();
-    slots_.push_back(slot_info{r.worker_id, r.role, r.relay_endpoint,
-                               r.engine_endpoint, r.protocol,
-                               static_cast<int>(rank), true, 0, 0});
+    slots_.push_back(slot_info{
+      r.worker_id, r.role, r.relay_endpoint, r.engine_endpoint, r.protocol,
+      r.bootstrap_endpoint, static_cast<int>(rank), true, 0, 0});
   }
   spdlog::info("router: worker {} ({} rank(s), {}) joined", r.worker_id,
                r.data_parallel_size, r.relay_endpoint);
@@ -255,6 +255,8 @@ route_decision placement::place(const route_request& req) {
   d.endpoint = info.endpoint;
   d.engine_endpoint = info.engine_endpoint;
   d.protocol = info.protocol;
+  d.role = info.role;
+  d.bootstrap_endpoint = info.bootstrap_endpoint;
   d.rank = info.rank;
   d.overlap_blocks = overlap_blocks;
   d.prompt_blocks = static_cast<uint32_t>(seq.size());

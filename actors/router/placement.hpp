@@ -39,9 +39,11 @@ struct route_decision {
   uint64_t key = 0;  // for `release`
   uint32_t slot = 0; // the chosen (worker, rank)
   std::string worker_id;
-  std::string endpoint;        // the worker's relay
-  std::string engine_endpoint; // its engine (direct dispatch)
-  std::string protocol;        // the engine's: openengine or vllm
+  std::string endpoint;           // the worker's relay
+  std::string engine_endpoint;    // its engine (direct dispatch)
+  std::string protocol;           // the engine's: openengine, vllm or sglang
+  std::string role;               // the worker's: aggregated, prefill, decode
+  std::string bootstrap_endpoint; // a prefill worker's (SGLang), or empty
   int rank = 0;
   uint32_t overlap_blocks = 0;
   uint32_t prompt_blocks = 0;
@@ -181,6 +183,7 @@ class placement {
     std::string endpoint;
     std::string engine_endpoint;
     std::string protocol;
+    std::string bootstrap_endpoint;
     int rank = 0;
     bool alive = false;
     uint64_t prefill_tokens = 0;

@@ -1,11 +1,15 @@
 // Conditional disaggregation's first leg: a prefill worker computes the
 // prompt (max_tokens 1) and hands back a KV session for the decode worker,
-// on gRPC's callback API like every other engine call.
+// on gRPC's callback API like every other engine call. With SGLang the
+// router picks a bootstrap room instead and sends both legs at once.
+#include <random>
+
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/router/dispatcher.hpp"
 #include "cluster/engine/engine_call.hpp"
+#include "cluster/engine/sglang_translate.hpp"
 #include "openengine.grpc.pb.h"
 
 namespace outrider::router {
@@ -28,14 +32,23 @@ class prefill_call final : public engine::generate_sink {
   void on_response(oe::GenerateResponse&& r, uint32_t) override {
     if (r.has_prefill_ready())
       session_ = r.prefill_ready().kv_session().SerializeAsString();
+    // An engine that gave up on the leg (SGLang: no decode engine fetched
+    // the KV) ends it as cancelled.
+    if (r.has_finished() &&
+        r.finished().reason() == oe::FINISH_REASON_CANCELLED)
+      aborted_ = r.finished().message().empty() ? "the engine aborted it"
+                                                : r.finished().message();
   }
 
   void on_done(const grpc::Status& st) override {
     untrack_(&ctx);
     auto f = std::move(finished_);
     auto session = std::move(session_);
+    auto status = st.ok() && !aborted_.empty()
+                    ? grpc::Status{grpc::StatusCode::ABORTED, aborted_}
+                    : st;
     delete this;
-    f(st, std::move(session));
+    f(status, std::move(session));
   }
 
   grpc::ClientContext ctx;
@@ -44,6 +57,7 @@ class prefill_call final : public engine::generate_sink {
   std::function<void(grpc::ClientContext*)> untrack_;
   finished_fn finished_;
   std::optional<std::string> session_;
+  std::string aborted_;
 };
 
 } // namespace
@@ -60,50 +74,89 @@ void dispatcher::maybe_remote_prefill(const std::vector<uint32_t>& tokens,
       count("no_prefill_pool");
       return done(std::nullopt);
     }
-    disagg_inputs in;
-    in.isl = static_cast<uint32_t>(preq->tokens.size());
-    in.cached_on_decode = d.overlap_blocks * d.block_size;
-    in.prefill_queue = static_cast<double>(p.queued_prefill_tokens);
-    // What the decode engine reports, while fresh; else the router's books.
-    bool engine = d.engine_used_kv_blocks >= 0;
-    in.decode_blocks = engine ? static_cast<double>(d.engine_used_kv_blocks)
-                              : static_cast<double>(d.held_decode_blocks);
-    (engine ? stats_.decode_load_engine : stats_.decode_load_books)->inc();
-    if (decide(*disagg_, in, queue_threshold_) ==
-        disagg_decision::local_prefill) {
+    // An SGLang decode engine cannot prefill: it always takes a room.
+    bool sglang_decode = d.protocol == "sglang" && d.role == "decode";
+    bool bootstrap = !p.bootstrap_endpoint.empty();
+    if (bootstrap != sglang_decode) {
+      // A bootstrap room only SGLang decode engines fetch; an OpenEngine
+      // session only OpenEngine engines take.
+      caf::anon_send(router_->get(), release_atom::value, p.key);
+      count("incompatible_prefill");
+      return done(std::nullopt);
+    }
+    if (!sglang_decode && local_prefill_wins(preq->tokens.size(), d, p)) {
       caf::anon_send(router_->get(), release_atom::value, p.key);
       count("local_prefill");
       return done(std::nullopt);
-    }
-    auto* call = new prefill_call(
-      [this](grpc::ClientContext* c) { untrack(c); },
-      [this, p, count, done](const grpc::Status& st,
-                             std::optional<std::string> session) {
-        caf::anon_send(router_->get(), release_atom::value, p.key);
-        if (!st.ok() || !session) {
-          // The decode worker prefills it itself instead.
-          count("prefill_failed");
-          spdlog::warn("router: remote prefill on {} failed ({}); "
-                       "prefilling locally",
-                       p.worker_id, st.error_message());
-          return done(std::nullopt);
-        }
-        count("remote_prefill");
-        done(std::move(session));
-      });
-    if (!track(&call->ctx)) {
-      call->on_done({grpc::StatusCode::CANCELLED, "the router is stopping"});
-      return;
     }
     oe::GenerateRequest req;
     req.mutable_token_ids()->mutable_ids()->Add(preq->tokens.begin(),
                                                 preq->tokens.end());
     req.mutable_stopping()->set_max_tokens(1);
+    std::optional<std::string> room_session;
+    if (bootstrap) {
+      auto s = engine::bootstrap_session(new_bootstrap_room(),
+                                         p.bootstrap_endpoint, p.rank);
+      room_session = s.SerializeAsString();
+      *req.mutable_kv()->mutable_session() = std::move(s);
+    }
+    auto* call = new prefill_call(
+      [this](grpc::ClientContext* c) { untrack(c); },
+      [this, p, count, done, bootstrap](const grpc::Status& st,
+                                        std::optional<std::string> session) {
+        caf::anon_send(router_->get(), release_atom::value, p.key);
+        if (!st.ok() || (!session && !bootstrap)) {
+          count("prefill_failed");
+          spdlog::warn("router: remote prefill on {} failed ({}){}",
+                       p.worker_id, st.error_message(),
+                       bootstrap ? "" : "; prefilling locally");
+          // The decode worker prefills it itself instead; with a bootstrap
+          // room its decode leg fails on its own and is migrated.
+          if (!bootstrap)
+            done(std::nullopt);
+          return;
+        }
+        count("remote_prefill");
+        if (!bootstrap)
+          done(std::move(session));
+      });
+    if (!track(&call->ctx)) {
+      call->on_done({grpc::StatusCode::CANCELLED, "the router is stopping"});
+      if (bootstrap)
+        done(std::nullopt);
+      return;
+    }
     engine::start_generate(
       channel_for(p.endpoint, true), engine::dialect::openengine, req,
       {{"openengine-target-dp-rank", std::to_string(p.rank)}}, call->ctx,
       *call);
+    // SGLang's handoff: the decode leg goes at once, with the same room (the
+    // prefill leg ends only once the decode engine has fetched the KV).
+    if (bootstrap)
+      done(std::move(room_session));
   });
+}
+
+bool dispatcher::local_prefill_wins(size_t prompt_tokens,
+                                    const route_decision& d,
+                                    const route_decision& p) {
+  disagg_inputs in;
+  in.isl = static_cast<uint32_t>(prompt_tokens);
+  in.cached_on_decode = d.overlap_blocks * d.block_size;
+  in.prefill_queue = static_cast<double>(p.queued_prefill_tokens);
+  // What the decode engine reports, while fresh; else the router's books.
+  bool engine = d.engine_used_kv_blocks >= 0;
+  in.decode_blocks = engine ? static_cast<double>(d.engine_used_kv_blocks)
+                            : static_cast<double>(d.held_decode_blocks);
+  (engine ? stats_.decode_load_engine : stats_.decode_load_books)->inc();
+  return decide(*disagg_, in, queue_threshold_) ==
+         disagg_decision::local_prefill;
+}
+
+// A random non-negative int64, as SGLang's bootstrap rooms are.
+int64_t dispatcher::new_bootstrap_room() {
+  thread_local std::mt19937_64 gen{std::random_device{}()};
+  return static_cast<int64_t>(gen() >> 1);
 }
 
 } // namespace outrider::router

@@ -34,6 +34,7 @@ struct lifecycle_state {
   runtime::gauge* serving_gauge = nullptr;
   runtime::counter* transitions = nullptr;
   uint64_t registrar_generation = 0; // of the registrar we registered with
+  std::chrono::milliseconds detect_delay{100}; // auto: the next probe's wait
   static inline const char* name = "lifecycle";
 };
 
@@ -187,6 +188,39 @@ void run(self_ptr self, lifecycle_commands cmds) {
     std::visit([&](const auto& x) { exec(self, x); }, c);
 }
 
+void watch_health(self_ptr self, const std::string& protocol) {
+  auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
+  self->state.watch = std::make_unique<engine::health_watch>(
+    self->state.cfg.engine_endpoint, engine::health_watch::backoff{},
+    [weak](engine::engine_health h, const std::string& detail) {
+      if (auto strong = weak.lock())
+        caf::anon_send(caf::actor_cast<lifecycle_actor>(strong),
+                       engine_status_atom::value, static_cast<int32_t>(h),
+                       detail);
+    },
+    // SGLang's health stays SERVING while paused: its engine state says.
+    protocol == "sglang" ? engine::health_watch::source::sglang_state
+                         : engine::health_watch::source::grpc_health);
+}
+
+// --engine-protocol auto: asks the engine which services it offers, on the
+// identify thread (the calls block); the answer comes back as detect_atom.
+void detect(self_ptr self) {
+  auto& st = self->state;
+  if (st.identify_thread.joinable())
+    st.identify_thread.join();
+  auto* adapter = st.adapter.get();
+  auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
+  st.identify_thread = std::thread([adapter, weak] {
+    engine::engine_info info;
+    auto err = adapter->server_info(info);
+    if (auto strong = weak.lock())
+      caf::anon_send(caf::actor_cast<lifecycle_actor>(strong),
+                     detect_atom::value, err ? std::string{} : info.protocol,
+                     err ? describe(err) : std::string{});
+  });
+}
+
 lifecycle_actor::behavior_type lifecycle(self_ptr self, lifecycle_config cfg) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
@@ -201,19 +235,10 @@ lifecycle_actor::behavior_type lifecycle(self_ptr self, lifecycle_config cfg) {
   st.cfg.health->set_component("engine", "waiting", st.cfg.engine_endpoint);
   st.adapter =
     engine::make_engine_adapter(st.cfg.engine_protocol, st.cfg.engine_endpoint);
-  auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
-  st.watch = std::make_unique<engine::health_watch>(
-    st.cfg.engine_endpoint, engine::health_watch::backoff{},
-    [weak](engine::engine_health h, const std::string& detail) {
-      if (auto strong = weak.lock())
-        caf::anon_send(caf::actor_cast<lifecycle_actor>(strong),
-                       engine_status_atom::value, static_cast<int32_t>(h),
-                       detail);
-    },
-    // SGLang's health stays SERVING while paused: its engine state says.
-    st.cfg.engine_protocol == "sglang"
-      ? engine::health_watch::source::sglang_state
-      : engine::health_watch::source::grpc_health);
+  if (st.cfg.engine_protocol == "auto")
+    self->send(self, detect_atom::value);
+  else
+    watch_health(self, st.cfg.engine_protocol);
   self->delayed_send(self, st.cfg.startup_deadline, deadline_atom::value);
   st.registrar_generation = st.cfg.registrar->generation();
   self->send(self, tick_atom::value);
@@ -254,6 +279,21 @@ lifecycle_actor::behavior_type lifecycle(self_ptr self, lifecycle_config cfg) {
       run(self, self->state.machine->on_kv_gap(rank));
     },
     [=](deadline_atom) { run(self, self->state.machine->on_deadline()); },
+    [=](detect_atom) { detect(self); },
+    [=](detect_atom, const std::string& protocol, const std::string& why) {
+      auto& st = self->state;
+      if (protocol.empty()) {
+        // Not up yet (or answering nonsense): ask again, backing off.
+        spdlog::debug("sidecar: engine protocol not detected yet: {}", why);
+        self->delayed_send(self, st.detect_delay, detect_atom::value);
+        st.detect_delay =
+          std::min(st.detect_delay * 2, std::chrono::milliseconds{1000});
+        return;
+      }
+      spdlog::info("sidecar: the engine at {} speaks {}",
+                   st.cfg.engine_endpoint, protocol);
+      watch_health(self, protocol);
+    },
     [=](stopping_atom) { run(self, self->state.machine->on_stopping()); },
     [=](tick_atom) {
       // A restarted registrar starts without our record.

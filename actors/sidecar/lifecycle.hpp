@@ -26,6 +26,7 @@ using identify_atom = caf::atom_constant<caf::atom("identify")>;
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using stopping_atom = caf::atom_constant<caf::atom("stopping")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
+using detect_atom = caf::atom_constant<caf::atom("detect")>;
 
 /// What the engine said about itself, or why it could not.
 struct identity_result {
@@ -38,13 +39,17 @@ struct identity_result {
 /// its identity, keeps or resets the index, runs one KV forwarder per rank,
 /// and registers the worker only while the engine serves and the index has
 /// caught up. The transitions live in `lifecycle_machine`; this actor does
-/// their I/O. `stopping` (at SIGTERM) withdraws the record.
+/// their I/O. `stopping` (at SIGTERM) withdraws the record. With
+/// `--engine-protocol auto` the engine's protocol is detected first (by
+/// the services it offers), and its health is then followed the way that
+/// protocol tells it (SGLang: WatchEngineState).
 using lifecycle_actor = caf::typed_actor<
   caf::reacts_to<engine_status_atom, int32_t, std::string>,
   caf::reacts_to<deadline_atom>, caf::reacts_to<retry_atom, uint64_t>,
   caf::reacts_to<caught_up_atom, int32_t>, caf::reacts_to<kv_gap_atom, int32_t>,
   caf::reacts_to<identity_result, uint64_t>, caf::reacts_to<stopping_atom>,
-  caf::reacts_to<tick_atom>>;
+  caf::reacts_to<tick_atom>, caf::reacts_to<detect_atom>,
+  caf::reacts_to<detect_atom, std::string, std::string>>;
 
 struct lifecycle_config {
   std::string engine_endpoint;

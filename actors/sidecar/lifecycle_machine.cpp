@@ -28,6 +28,7 @@ cluster::worker_record lifecycle_machine::record() const {
   r.relay_endpoint = cfg_.relay_endpoint;
   r.engine_endpoint = cfg_.engine_endpoint;
   r.protocol = info_.protocol;
+  r.bootstrap_endpoint = info_.bootstrap_endpoint;
   r.kv_block_size = info_.kv_block_size;
   r.total_kv_blocks = info_.total_kv_blocks;
   r.data_parallel_size = info_.data_parallel_size;

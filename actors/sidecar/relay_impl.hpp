@@ -70,8 +70,7 @@ struct relay::impl {
     std::lock_guard<std::mutex> guard{adapter_mtx};
     auto err = adapter->server_info(out);
     if (!err)
-      engine_dialect = out.protocol == "vllm" ? engine::dialect::vllm
-                                              : engine::dialect::openengine;
+      engine_dialect = engine::dialect_of(out.protocol);
     return err;
   }
 

@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "openengine.grpc.pb.h"
+#include "sglang.grpc.pb.h"
 #include "vllm.grpc.pb.h"
 
 namespace outrider::engine {
@@ -206,24 +207,55 @@ class openengine_adapter final : public engine_adapter {
   std::unique_ptr<oe::Control::Stub> control_;
 };
 
-// Tries OpenEngine first and settles on whichever protocol answers.
+// Which protocol an engine speaks, by the services it offers: the first of
+// OpenEngine, vLLM and SGLang whose GetServerInfo is not UNIMPLEMENTED.
+// Any other failure (the engine is not up yet) is returned as it is.
+grpc::Status detect(const std::shared_ptr<grpc::Channel>& ch,
+                    std::string* protocol) {
+  auto probe = [&](auto&& call) {
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    return call(ctx);
+  };
+  auto st = probe([&](grpc::ClientContext& ctx) {
+    oe::ServerInfo info;
+    return oe::Control::NewStub(ch)->GetServerInfo(&ctx, {}, &info);
+  });
+  *protocol = "openengine";
+  if (st.error_code() != grpc::StatusCode::UNIMPLEMENTED)
+    return st;
+  st = probe([&](grpc::ClientContext& ctx) {
+    vllm::ServerInfo info;
+    return vllm::Control::NewStub(ch)->GetServerInfo(&ctx, {}, &info);
+  });
+  *protocol = "vllm";
+  if (st.error_code() != grpc::StatusCode::UNIMPLEMENTED)
+    return st;
+  *protocol = "sglang";
+  return probe([&](grpc::ClientContext& ctx) {
+    sglang::runtime::v1::GetServerInfoResponse info;
+    return sglang::runtime::v1::SglangService::NewStub(ch)->GetServerInfo(
+      &ctx, {}, &info);
+  });
+}
+
+// Detects the protocol once and settles on its adapter.
 class auto_adapter final : public engine_adapter {
  public:
   auto_adapter(std::shared_ptr<grpc::Channel> ch, std::string host)
-    : oe_(ch), vllm_(ch, std::move(host)) {}
+    : ch_(std::move(ch)), host_(std::move(host)) {}
 
   caf::error server_info(engine_info& out) override {
     if (!chosen_) {
-      auto st = oe_.info(out);
-      if (st.ok()) {
-        chosen_ = &oe_;
-        return out.instance_id.empty()
-                 ? malformed("the engine reported no instance_id")
-                 : caf::error{};
-      }
-      if (st.error_code() != grpc::StatusCode::UNIMPLEMENTED)
+      std::string protocol;
+      if (auto st = detect(ch_, &protocol); !st.ok())
         return from_status(st);
-      chosen_ = &vllm_;
+      if (protocol == "openengine")
+        chosen_ = std::make_unique<openengine_adapter>(ch_);
+      else if (protocol == "vllm")
+        chosen_ = std::make_unique<vllm_adapter>(ch_, host_);
+      else
+        chosen_ = make_sglang_adapter(ch_, host_);
     }
     return chosen_->server_info(out);
   }
@@ -241,9 +273,9 @@ class auto_adapter final : public engine_adapter {
   }
 
  private:
-  openengine_adapter oe_;
-  vllm_adapter vllm_;
-  engine_adapter* chosen_ = nullptr;
+  std::shared_ptr<grpc::Channel> ch_;
+  std::string host_;
+  std::unique_ptr<engine_adapter> chosen_;
 };
 
 } // namespace

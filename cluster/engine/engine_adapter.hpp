@@ -25,8 +25,8 @@ class engine_adapter {
   virtual caf::error shutdown() = 0;
 };
 
-/// `protocol`: openengine, vllm, sglang or auto (OpenEngine first, then
-/// vLLM).
+/// `protocol`: openengine, vllm, sglang or auto (by the services the engine
+/// offers: OpenEngine's, else vLLM's, else SGLang's; detected once).
 std::unique_ptr<engine_adapter>
 make_engine_adapter(const std::string& protocol, const std::string& endpoint);
 

@@ -156,6 +156,10 @@ void start_generate(
     if (req.has_prompt())
       return sink.on_done({grpc::StatusCode::INVALID_ARGUMENT,
                            "text prompts are not supported; send token_ids"});
+    if (req.kv().has_session() && !bootstrap_params(req.kv().session()))
+      return sink.on_done({grpc::StatusCode::UNIMPLEMENTED,
+                           "SGLang engines take only bootstrap-room KV "
+                           "sessions"});
     new sglang_call(ch, req, rank, ctx, sink);
     return;
   }

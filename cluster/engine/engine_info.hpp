@@ -13,7 +13,10 @@ struct engine_info {
   uint32_t kv_block_size = 0;
   uint64_t total_kv_blocks = 0;
   uint32_t data_parallel_size = 1;
-  std::string protocol; // the one that answered: openengine or vllm
+  std::string protocol; // the one that answered: openengine, vllm, sglang
+  /// host:port of a prefill engine's bootstrap server (SGLang
+  /// disaggregation: the decode engine fetches the KV from there).
+  std::string bootstrap_endpoint;
 };
 
 /// One rank's KV event source, with connectable addresses.

@@ -96,6 +96,10 @@ class sglang_adapter final : public engine_adapter {
                  ? mode.get<std::string>()
                  : "aggregated";
     out.protocol = "sglang";
+    auto port = number(info, "disaggregation_bootstrap_port", 0);
+    if (out.role == "prefill" && port > 0 && port < 65536)
+      out.bootstrap_endpoint = engine_host(info.value("host", std::string{})) +
+                               ":" + std::to_string(port);
     return {};
   }
 
@@ -116,9 +120,7 @@ class sglang_adapter final : public engine_adapter {
     auto base = number(kv, "endpoint_port_base", 0);
     if (base == 0 || base > 65535)
       return malformed("kv_events has no endpoint_port_base");
-    auto host = kv.value("endpoint_host", std::string{"*"});
-    if (host.empty() || host == "*" || host == "0.0.0.0")
-      host = host_;
+    auto host = engine_host(kv.value("endpoint_host", std::string{"*"}));
     auto ranks = std::max<uint64_t>(1, number(kv, "dp_size", 1));
     for (uint64_t r = 0; r < ranks; ++r) {
       kv_source k;
@@ -159,6 +161,11 @@ class sglang_adapter final : public engine_adapter {
   }
 
   std::unique_ptr<sg::SglangService::Stub> stub_;
+  // A wildcard (or missing) host is the engine's gRPC host.
+  std::string engine_host(const std::string& h) const {
+    return h.empty() || h == "*" || h == "0.0.0.0" || h == "::" ? host_ : h;
+  }
+
   std::string host_;
 };
 

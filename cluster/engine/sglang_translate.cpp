@@ -1,5 +1,8 @@
 #include "cluster/engine/sglang_translate.hpp"
 
+#include <charconv>
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 namespace outrider::engine {
@@ -57,7 +60,44 @@ sg::GenerateRequest to_sglang(const oe::GenerateRequest& in, int rank) {
       sp->add_stop_token_ids(static_cast<int32_t>(c.stop_token_id()));
   if (in.sampling().has_temperature())
     sp->set_temperature(static_cast<float>(in.sampling().temperature()));
+  if (in.kv().has_session())
+    if (auto p = bootstrap_params(in.kv().session()))
+      *req.mutable_disaggregated_params() = std::move(*p);
   return req;
+}
+
+std::optional<sg::DisaggregatedParams>
+bootstrap_params(const oe::KvSessionRef& s) {
+  if (s.transfer_backend() != sglang_bootstrap_backend ||
+      s.endpoints_size() != 1 || s.endpoints(0).host().empty() ||
+      s.endpoints(0).port() == 0 || s.endpoints(0).port() > 65535)
+    return std::nullopt;
+  const auto& id = s.session_id();
+  int64_t room = -1;
+  auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), room);
+  if (ec != std::errc{} || end != id.data() + id.size() || room < 0)
+    return std::nullopt;
+  sg::DisaggregatedParams p;
+  p.set_bootstrap_host(s.endpoints(0).host());
+  p.set_bootstrap_port(static_cast<int32_t>(s.endpoints(0).port()));
+  p.set_bootstrap_room(room);
+  return p;
+}
+
+oe::KvSessionRef bootstrap_session(int64_t room, const std::string& endpoint,
+                                   int prefill_rank) {
+  oe::KvSessionRef s;
+  s.set_session_id(std::to_string(room));
+  s.set_transfer_backend(sglang_bootstrap_backend);
+  auto colon = endpoint.rfind(':');
+  auto* ep = s.add_endpoints();
+  ep->set_host(endpoint.substr(0, colon));
+  if (colon != std::string::npos)
+    ep->set_port(
+      static_cast<uint32_t>(std::atoi(endpoint.c_str() + colon + 1)));
+  ep->set_protocol(sglang_bootstrap_backend);
+  s.set_dp_rank(static_cast<uint32_t>(prefill_rank));
+  return s;
 }
 
 bool sglang_translator::translate(const sg::GenerateResponse& resp,

@@ -8,6 +8,7 @@
 // finish_reason as {"type": ...}).
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "openengine.pb.h"
@@ -20,6 +21,21 @@ namespace outrider::engine {
 /// body as routed_dp_rank).
 sglang::runtime::v1::GenerateRequest
 to_sglang(const openengine::v1::GenerateRequest& in, int rank);
+
+/// The transfer backend of the KV sessions the router makes for SGLang's
+/// bootstrap handoff: session_id is the room (a non-negative int64 in
+/// decimal), the one endpoint the prefill engine's bootstrap server.
+inline constexpr const char* sglang_bootstrap_backend = "sglang-bootstrap";
+
+/// The disaggregated_params a KV session stands for; nullopt when it is not
+/// an SGLang bootstrap session or is malformed.
+std::optional<sglang::runtime::v1::DisaggregatedParams>
+bootstrap_params(const openengine::v1::KvSessionRef& s);
+
+/// The KV session for a bootstrap room on a prefill engine's bootstrap
+/// server `endpoint` (host:port).
+openengine::v1::KvSessionRef
+bootstrap_session(int64_t room, const std::string& endpoint, int prefill_rank);
 
 class sglang_translator {
  public:

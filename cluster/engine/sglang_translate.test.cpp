@@ -98,3 +98,31 @@ TEST_CASE("an OpenEngine request becomes SGLang's, with the DP rank in the "
   CHECK(out.sampling_params().stop_token_ids(0) == 2);
   CHECK_FALSE(to_sglang(in, -1).has_routed_dp_rank());
 }
+
+TEST_CASE("a bootstrap-room KV session becomes SGLang's disaggregated_params, "
+          "anything else does not") {
+  auto s = bootstrap_session(4611686018427387904, "10.0.0.7:8998", 1);
+  auto p = bootstrap_params(s);
+  REQUIRE(p);
+  CHECK(p->bootstrap_host() == "10.0.0.7");
+  CHECK(p->bootstrap_port() == 8998);
+  CHECK(p->bootstrap_room() == 4611686018427387904);
+  oe::GenerateRequest in;
+  in.mutable_token_ids()->add_ids(1);
+  *in.mutable_kv()->mutable_session() = s;
+  CHECK(to_sglang(in, -1).disaggregated_params().bootstrap_room() ==
+        4611686018427387904);
+
+  auto broken = [&](auto change) {
+    auto b = s;
+    change(b);
+    return !bootstrap_params(b);
+  };
+  CHECK(broken([](auto& b) { b.set_transfer_backend("nixl"); }));
+  CHECK(broken([](auto& b) { b.set_session_id("-3"); }));
+  CHECK(broken([](auto& b) { b.set_session_id("12x"); }));
+  CHECK(broken([](auto& b) { b.set_session_id("99999999999999999999"); }));
+  CHECK(broken([](auto& b) { b.mutable_endpoints(0)->set_port(70000); }));
+  CHECK(broken([](auto& b) { b.mutable_endpoints(0)->clear_host(); }));
+  CHECK(broken([](auto& b) { b.clear_endpoints(); }));
+}

@@ -95,10 +95,15 @@ void http_session::post_end() {
   });
 }
 
+// At server stop. An exchange in flight is not cut: its last writes (a
+// stream's error event and [DONE] after a shutdown) were likely just
+// queued; it ends, then the connection closes (finish_exchange lingers
+// once the server is stopping). The server's stop bounds the wait.
 void http_session::post_close() {
   net::post(sock_.get_executor(), [self = shared_from_this()] {
     self->keep_alive_ = false;
-    self->close();
+    if (!self->flags_)
+      self->close();
   });
 }
 

@@ -22,15 +22,20 @@ struct disagg_cluster {
   uint16_t status = free_port();
   std::unique_ptr<child_process> router;
 
+  /// `sim_extra` goes to both engines, `side_extra` to both sidecars.
   explicit disagg_cluster(const std::string& config,
-                          const std::string& speedup = "100")
-    : prefill({.role = "prefill", .extra = {"--speedup", speedup}}),
-      decode({.role = "decode", .extra = {"--speedup", speedup}}) {
+                          const std::string& speedup = "100",
+                          const std::vector<std::string>& sim_extra = {},
+                          const std::vector<std::string>& side_extra = {})
+    : prefill({.role = "prefill", .extra = with(sim_extra, speedup)}),
+      decode({.role = "decode", .extra = with(sim_extra, speedup)}) {
     REQUIRE(prefill.wait_serving(10s));
     REQUIRE(decode.wait_serving(10s));
     auto flags = [&](const char* id) {
-      return std::vector<std::string>{"--discovery-dir", discovery.str(),
-                                      "--worker-id", id};
+      std::vector<std::string> f{"--discovery-dir", discovery.str(),
+                                 "--worker-id", id};
+      f.insert(f.end(), side_extra.begin(), side_extra.end());
+      return f;
     };
     prefill_side = std::make_unique<sidecar_process>(prefill.endpoint(),
                                                      nullptr, flags("p0"));
@@ -50,6 +55,12 @@ struct disagg_cluster {
                body.find("sim-model") != std::string::npos;
       },
       10s));
+  }
+
+  static std::vector<std::string> with(std::vector<std::string> extra,
+                                       const std::string& speedup) {
+    extra.insert(extra.end(), {"--speedup", speedup});
+    return extra;
   }
 
   double metric(const std::string& series) const {

@@ -1,8 +1,9 @@
 // The fault suite (scripts/faults; hidden from the default run). While a
-// workload streams through the router, faults are injected in turn, in four
+// workload streams through the router, faults are injected in turn, in five
 // setups: separate processes with relay dispatch and with direct dispatch,
-// `--role all` (its own children killed and restarted by it), and an engine
-// whose replay buffer is too small for the outage. After each: every
+// SGLang engines with direct dispatch, `--role all` (its own children
+// killed and restarted by it), and an engine whose replay buffer is too
+// small for the outage. After each: every
 // stream started meanwhile either completed with exactly the engine's
 // deterministic tokens or failed with a clear error (an HTTP error, an
 // error event, or a connection cut while the router itself was down); none
@@ -195,6 +196,28 @@ TEST_CASE("fault suite: separate processes with direct dispatch",
   for (size_t i = 0; i < c.sims.size(); ++i)
     CHECK(eventually(
       [&] { return index_matches_engine(*c.sides[i], *c.sims[i]); }, 15s));
+}
+
+TEST_CASE("fault suite: SGLang engines with direct dispatch", "[.][faults]") {
+  // Engines serving only SGLang's services, found by the sidecars'
+  // --engine-protocol auto; the router streams from them in SGLang's
+  // dialect. SGLang advertises no replay: a sidecar killed while its
+  // engine works loses that history (counted) and goes on from live.
+  auto so = fast_engine(400000);
+  so.extra.insert(so.extra.end(),
+                  {"--protocol", "sglang", "--kv-hash-format", "int64"});
+  cluster c{2, so, {"--dispatch", "direct"}};
+  REQUIRE(c.complete(tokens(1, 8), 2)["choices"].size() == 1);
+  for (size_t i = 0; i < c.sides.size(); ++i)
+    REQUIRE(
+      read_all(c.discovery.str() + "/worker-" + std::to_string(i) + ".json")
+        .find("\"protocol\":\"sglang\"") != std::string::npos);
+  fault_workload w{c.http_port};
+  common_faults(c, w, "SGLang, direct");
+  account(w.finish());
+  for (size_t i = 0; i < c.sims.size(); ++i)
+    CHECK(eventually(
+      [&] { return index_within_engine(*c.sides[i], *c.sims[i]); }, 15s));
 }
 
 TEST_CASE("fault suite: an engine whose replay buffer is too small for the "

@@ -107,7 +107,8 @@ TEST_CASE("a relayed stream equals the engine's tokens, for both protocols") {
 }
 
 TEST_CASE("cancelling a relayed stream aborts the request on the engine") {
-  auto protocol = GENERATE(std::string{"vllm"}, std::string{"openengine"});
+  auto protocol = GENERATE(std::string{"vllm"}, std::string{"openengine"},
+                           std::string{"sglang"});
   sim_process sim{{.extra = {"--speedup", "1"}}};
   REQUIRE(sim.wait_serving(10s));
   sidecar_process side{
@@ -136,7 +137,11 @@ TEST_CASE("cancelling a relayed stream aborts the request on the engine") {
 }
 
 TEST_CASE("an engine dying mid-stream ends the relayed stream as migratable") {
-  sim_process sim{{.extra = {"--speedup", "1"}}};
+  // Each engine kind alone on its port, found by --engine-protocol auto.
+  auto protocol = GENERATE(std::string{"vllm"}, std::string{"openengine"},
+                           std::string{"sglang"});
+  INFO(protocol);
+  sim_process sim{{.extra = {"--speedup", "1", "--protocol", protocol}}};
   REQUIRE(sim.wait_serving(10s));
   sidecar_process side{sim.endpoint()};
   REQUIRE(eventually([&] { return ready(side); }, 10s));
