@@ -82,8 +82,8 @@ std::vector<option_spec> make_specs() {
          "the engine's gRPC address (sidecar)",
          "--engine-endpoint 127.0.0.1:50051"),
     make("engine-protocol", ot::string, "auto",
-         "the engine's gRPC dialect (auto: OpenEngine, else vLLM; sglang: "
-         "SGLang's native gRPC, named explicitly)",
+         "the engine's gRPC dialect (auto: detected once from the services "
+         "the engine offers: OpenEngine, else vLLM, else SGLang)",
          "--engine-protocol vllm", {"auto", "openengine", "vllm", "sglang"}),
     make("on-kv-gap", ot::string, "reset",
          "when the engine's replay cannot cover a gap: reset the rank, or "
