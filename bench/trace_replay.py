@@ -154,12 +154,33 @@ def start_cluster(args, workers, mode, work):
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{status}/ready", timeout=1) as r:
                 if r.status == 200:
-                    return proc, port
+                    return proc, port, status
         except Exception:
             pass
         time.sleep(0.1)
     proc.kill()
     raise RuntimeError("the cluster did not turn ready in 60 s")
+
+
+def router_decisions(status):
+    """The router's placement counters: blocks of the prompts placed, of the
+    best overlap on offer and of the chosen rank's (where hits go)."""
+    import urllib.request
+    out = {}
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{status}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except Exception:
+        return out
+    for line in text.splitlines():
+        for key, name in (("prompt", 'of="prompt"'), ("best", 'of="best_overlap"'),
+                          ("chosen", 'of="chosen_overlap"')):
+            if line.startswith("outrider_router_placed_blocks_total{") and name in line:
+                out[key] = float(line.split()[-1])
+        if line.startswith("outrider_router_placement_choices_total{"):
+            choice = line.split('choice="')[1].split('"')[0]
+            out[choice] = float(line.split()[-1])
+    return out
 
 
 def pct(v, p):
@@ -169,7 +190,8 @@ def pct(v, p):
 
 def run_point(recs, bodies, args, workers, mode, scale):
     work = tempfile.mkdtemp(prefix="outrider-trace-")
-    proc, port = start_cluster(args, workers, mode, work)
+    proc, port, status = start_cluster(args, workers, mode, work)
+    decisions = {}
     try:
         out = []
         start = time.monotonic() + 0.5
@@ -183,6 +205,7 @@ def run_point(recs, bodies, args, workers, mode, scale):
 
         asyncio.run(all_requests())
         elapsed = max(x["end"] for x in out) - start
+        decisions = router_decisions(status)
     finally:
         proc.terminate()
         try:
@@ -200,7 +223,7 @@ def run_point(recs, bodies, args, workers, mode, scale):
         "prompt": prompt, "ttft_p50": pct(ttfts, 0.5), "ttft_p99": pct(ttfts, 0.99),
         "itl_p50": pct(gaps, 0.5), "itl_p99": pct(gaps, 0.99),
         "rps": len(ok) / elapsed, "tok_s": sum(x["out"] for x in ok) / elapsed,
-        "ttfts": ttfts,
+        "ttfts": ttfts, "decisions": decisions,
     }
 
 
@@ -262,6 +285,15 @@ def main():
                       f"{1000 * m['ttft_p99']:>6.0f}ms {1000 * m['itl_p50']:>6.1f}ms "
                       f"{1000 * m['itl_p99']:>5.0f}ms {m['rps']:>6.1f} {m['tok_s']:>6.0f}",
                       flush=True)
+                d = m["decisions"]
+                if d.get("prompt"):
+                    # Where the hits went: what the index offered (best
+                    # overlap), what was chosen, what the engines served.
+                    print(f"{'':>6} {'':12} placed: best overlap on offer "
+                          f"{100 * d['best'] / d['prompt']:.1f}%, chosen "
+                          f"{100 * d['chosen'] / d['prompt']:.1f}% of prompt blocks; "
+                          f"{d.get('less_overlap', 0):.0f} placements took less than "
+                          f"the best", flush=True)
             by = {r["mode"]: r for r in rows if r["workers"] == workers and r["scale"] == scale}
             if "kv" in by and "round-robin" in by:
                 kv, rr = by["kv"], by["round-robin"]

@@ -113,9 +113,11 @@ bool engine_core::abort(const std::string& id) {
   return true;
 }
 
+// Tail first, as vLLM frees them: the LRU then evicts a prompt's last
+// blocks before its first, so a partly evicted prefix still hits.
 void engine_core::free_blocks(request_state& r) {
-  for (auto b : r.blocks)
-    blocks_.release(b);
+  for (auto b = r.blocks.rbegin(); b != r.blocks.rend(); ++b)
+    blocks_.release(*b);
   r.blocks.clear();
   r.computed = 0;
   r.committed = 0;

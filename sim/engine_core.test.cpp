@@ -135,6 +135,22 @@ TEST_CASE("idle cached blocks are evicted least recently used first") {
   CHECK(first_token_of[removed[1].block_hashes[0]] == 300);
 }
 
+TEST_CASE("a finished request's blocks are evicted tail first: what is "
+          "left of its prefix still hits") {
+  engine_core core{small_config(6, 4)};
+  // One request of four full blocks, finished: all four cached and idle.
+  REQUIRE(core.submit(request("a", tokens(100, 17), 1)));
+  run(core);
+  REQUIRE(core.cache_snapshot().size() == 4);
+  // A new prompt needing four blocks evicts two of them (two were free).
+  REQUIRE(core.submit(request("b", tokens(5000, 13), 1)));
+  run(core);
+  // The evicted ones were a's last two: its first two still hit.
+  REQUIRE(core.submit(request("a2", tokens(100, 17), 1)));
+  auto again = run(core);
+  CHECK(again.cached["a2"] == 8);
+}
+
 TEST_CASE("shared blocks are counted once and freed by the last user") {
   engine_core core{small_config(64, 4)};
   auto prompt = tokens(100, 16);

@@ -25,6 +25,17 @@ decision_log::decision_log(size_t keep) : keep_(keep) {
     "outrider_router_chosen_queue_tokens",
     "Prompt tokens queued on the chosen rank when a request was placed",
     {0, 512, 2048, 8192, 32768, 131072, 524288});
+  // Where hits go: prompt blocks placed, the best overlap on offer and the
+  // chosen rank's (predicted blocks included), against the cached tokens
+  // the engines then report.
+  const char* blocks = "Blocks over all placements: of the prompts, of the "
+                       "best overlap on offer, of the chosen rank's overlap";
+  prompt_blocks_ = &m.get_counter("outrider_router_placed_blocks_total", blocks,
+                                  {{"of", "prompt"}});
+  best_blocks_ = &m.get_counter("outrider_router_placed_blocks_total", blocks,
+                                {{"of", "best_overlap"}});
+  chosen_blocks_ = &m.get_counter("outrider_router_placed_blocks_total", blocks,
+                                  {{"of", "chosen_overlap"}});
 }
 
 void decision_log::record(const route_decision& d) {
@@ -32,6 +43,9 @@ void decision_log::record(const route_decision& d) {
   forgone_->observe(static_cast<double>(forgone));
   queued_->observe(static_cast<double>(d.queued_prefill_tokens));
   (d.best_overlap_blocks == 0 ? none_ : forgone == 0 ? best_ : less_)->inc();
+  prompt_blocks_->inc(d.prompt_blocks);
+  best_blocks_->inc(d.best_overlap_blocks);
+  chosen_blocks_->inc(d.chosen_overlap_blocks);
   spdlog::debug("router: placed on {} rank {} of {}: overlap {}/{} blocks "
                 "(best on offer {}, queued {} tokens there, cost {:.1f} vs "
                 "{:.1f}); queued {} tokens here, {} decode blocks",

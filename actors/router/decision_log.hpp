@@ -42,6 +42,9 @@ class decision_log {
   runtime::counter* less_ = nullptr;
   runtime::counter* none_ = nullptr;
   runtime::histogram* queued_ = nullptr;
+  runtime::counter* prompt_blocks_ = nullptr;
+  runtime::counter* best_blocks_ = nullptr;
+  runtime::counter* chosen_blocks_ = nullptr;
 };
 
 } // namespace outrider::router

@@ -36,6 +36,8 @@ struct dispatcher::place_job {
   clock_type::time_point queue_deadline =
     clock_type::now() + std::chrono::minutes{5};
   bool queued = false;
+  caf::actor self;     // its placing actor, woken when its turn comes
+  bool asking = false; // a request to the router actor is out (never two)
 };
 
 dispatcher::stats dispatcher::stats::make() {
@@ -69,7 +71,8 @@ dispatcher::stats dispatcher::stats::make() {
     &m.get_counter("outrider_router_disagg_decode_load_total", source_help,
                    {{"source", "books"}});
   for (const char* outcome :
-       {"no_prefill_pool", "local_prefill", "prefill_failed", "remote_prefill"})
+       {"no_prefill_pool", "local_prefill", "prefill_failed", "remote_prefill",
+        "incompatible_prefill"})
     s.disagg_outcomes[outcome] =
       &m.get_counter("outrider_router_disagg_decisions_total",
                      "Conditional disaggregation decisions, by outcome",
@@ -105,15 +108,20 @@ void dispatcher::place(std::shared_ptr<const route_request> req, bool queue,
 
 void dispatcher::place_once(caf::event_based_actor* self,
                             const std::shared_ptr<place_job>& job) {
+  if (job->asking)
+    return; // woken while asking: the answer comes anyway
+  job->asking = true;
   auto generation = router_->generation();
   self
     ->request(router_->get(), std::chrono::seconds{5}, place_atom::value,
               job->req)
     .then(
       [this, self, job, generation](route_decision& d) {
+        job->asking = false;
         placed(self, job, generation, std::move(d), false);
       },
       [this, self, job, generation](caf::error& e) {
+        job->asking = false;
         route_decision d;
         d.error = sys_.render(e);
         placed(self, job, generation, std::move(d), true);
@@ -137,21 +145,63 @@ void dispatcher::placed(caf::event_based_actor* self,
     self->delayed_send(self, std::chrono::milliseconds{20}, retry_atom::value);
     return;
   }
-  // Every worker is busy: wait here rather than pile on (bounded).
+  // Every worker is busy: wait here rather than pile on (bounded), in
+  // line: only the first of the line asks again (every 5 ms), the others
+  // wait for their turn, so requests leave in the order they came.
   if (d.busy && job->queue && !shutting_down_.load() &&
       now < job->queue_deadline) {
     if (!job->queued) {
       job->queued = true;
+      job->self = caf::actor_cast<caf::actor>(self);
       stats_.queue_depth->add(1);
+      if (!join_line(job))
+        return; // woken by the one before it
     }
     self->delayed_send(self, std::chrono::milliseconds{5}, retry_atom::value);
     return;
   }
-  if (job->queued)
+  if (job->queued) {
     stats_.queue_depth->add(-1);
+    leave_line(job);
+  }
   self->quit();
   auto done = std::move(job->done);
   done(std::move(d));
+}
+
+void dispatcher::begin_shutdown() {
+  shutting_down_ = true;
+  std::vector<caf::actor> waiting;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    for (const auto& [role, line] : lines_)
+      for (const auto& job : line)
+        waiting.push_back(job->self);
+  }
+  for (const auto& a : waiting)
+    caf::anon_send(a, retry_atom::value);
+}
+
+bool dispatcher::join_line(const std::shared_ptr<place_job>& job) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto& line = lines_[job->req->role];
+  line.push_back(job);
+  return line.size() == 1;
+}
+
+// The first of the line is done: the next one's turn (at once).
+void dispatcher::leave_line(const std::shared_ptr<place_job>& job) {
+  caf::actor next;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto& line = lines_[job->req->role];
+    bool first = !line.empty() && line.front() == job;
+    std::erase(line, job);
+    if (first && !line.empty())
+      next = line.front()->self;
+  }
+  if (next)
+    caf::anon_send(next, retry_atom::value);
 }
 
 std::shared_ptr<grpc::Channel>

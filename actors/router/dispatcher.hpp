@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -76,7 +77,8 @@ class dispatcher {
 
   /// From now on a broken stream is not migrated and nothing waits in the
   /// queue for a free worker (the router is shutting down).
-  void begin_shutdown() { shutting_down_ = true; }
+  /// Stops queueing: every request waiting in line is answered now.
+  void begin_shutdown();
   bool shutting_down() const { return shutting_down_.load(); }
   /// Ends every request in flight now: their engine calls are cancelled and
   /// they finish with 503 "the router is shutting down"; so does anything
@@ -125,6 +127,9 @@ class dispatcher {
   void placed(caf::event_based_actor* self,
               const std::shared_ptr<place_job>& job, uint64_t generation,
               route_decision d, bool down);
+  /// The waiting line of the job's role; true when it is first.
+  bool join_line(const std::shared_ptr<place_job>& job);
+  void leave_line(const std::shared_ptr<place_job>& job);
   /// Conditional disaggregation: prefills remotely when the policy says so
   /// and hands the serialised KV session for the decode worker `d` to
   /// `done` (nullopt: the decode worker prefills itself).
@@ -163,6 +168,9 @@ class dispatcher {
   std::mutex mtx_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_; // mtx_
   std::set<grpc::ClientContext*> calls_;                           // mtx_
+  /// Requests waiting while every worker is busy, by role, first come
+  /// first (mtx_).
+  std::map<std::string, std::deque<std::shared_ptr<place_job>>> lines_;
   std::unique_ptr<runtime::worker_pool> chores_;
 };
 
