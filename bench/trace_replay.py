@@ -148,7 +148,7 @@ def start_cluster(args, workers, mode, work):
            "--http-port", str(port), "--system-port", str(status),
            "--grpc-port", "0", "--log-level", "warn"] + args.router_arg
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180
     import urllib.request
     while time.monotonic() < deadline:
         try:
@@ -159,7 +159,7 @@ def start_cluster(args, workers, mode, work):
             pass
         time.sleep(0.1)
     proc.kill()
-    raise RuntimeError("the cluster did not turn ready in 60 s")
+    raise RuntimeError("the cluster did not turn ready in 180 s")
 
 
 def router_decisions(status):

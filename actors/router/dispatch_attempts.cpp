@@ -27,16 +27,10 @@ double seconds(clock_type::duration d) {
 attempt_result outcome(const grpc::Status& st, bool cancelled) {
   if (cancelled)
     return {attempt_end::cancelled, {}};
-  if (st.ok())
-    return {attempt_end::finished, {}};
-  auto code = st.error_code();
-  if (code == grpc::StatusCode::DEADLINE_EXCEEDED)
-    return {attempt_end::timed_out, st.error_message()};
   // A worker that died mid-stream is a reason to migrate, not an error
   // for the client.
-  return {engine::transport_broke(st) ? attempt_end::unavailable
-          : code == grpc::StatusCode::INVALID_ARGUMENT ? attempt_end::invalid
-                                                       : attempt_end::failed,
+  return {end_for_status(static_cast<int>(st.error_code()),
+                         !st.ok() && engine::transport_broke(st)),
           st.error_message()};
 }
 

@@ -1,5 +1,7 @@
 #include "actors/router/migration.hpp"
 
+#include <grpcpp/support/status_code_enum.h>
+
 namespace outrider::router {
 
 namespace {
@@ -57,6 +59,10 @@ class migration_run : public std::enable_shared_from_this<migration_run> {
       out_.http_status = 504;
       out_.error = "the request ran past its deadline (--request-timeout)";
       return finish();
+    case attempt_end::overloaded:
+      out_.http_status = 503;
+      out_.error = "worker " + d.worker_id + " is overloaded: " + r.message;
+      return finish();
     case attempt_end::unavailable:
       if (out_.tokens.size() < p_.max_tokens && attempt_ < limit_ &&
           seams_->may_migrate()) {
@@ -101,6 +107,27 @@ void run_with_migration(generate_params p, int migration_limit,
                                   std::move(seams), std::move(on_tokens),
                                   std::move(done))
     ->next();
+}
+
+attempt_end end_for_status(int grpc_code, bool broke) {
+  using grpc::StatusCode;
+  if (broke)
+    return attempt_end::unavailable;
+  switch (static_cast<StatusCode>(grpc_code)) {
+  case StatusCode::OK:
+    return attempt_end::finished;
+  case StatusCode::DEADLINE_EXCEEDED:
+    return attempt_end::timed_out;
+  case StatusCode::RESOURCE_EXHAUSTED:
+    return attempt_end::overloaded;
+  case StatusCode::INVALID_ARGUMENT:
+  case StatusCode::NOT_FOUND:
+  case StatusCode::FAILED_PRECONDITION:
+  case StatusCode::OUT_OF_RANGE:
+    return attempt_end::invalid;
+  default:
+    return attempt_end::failed;
+  }
 }
 
 } // namespace outrider::router

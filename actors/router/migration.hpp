@@ -40,9 +40,16 @@ enum class attempt_end {
   cancelled,   ///< the client went away (`on_tokens` returned false)
   unavailable, ///< the stream broke (worker or engine gone): migratable
   invalid,     ///< the engine refused the request (a client error)
+  overloaded,  ///< the engine is out of capacity: no migration (503)
   timed_out,   ///< the request ran past its deadline (--request-timeout)
   failed,      ///< any other error
 };
+
+/// How a gRPC status that ended an attempt counts (WIRE.md §7): `broke`
+/// (the transport, not the request) is migratable; RESOURCE_EXHAUSTED is
+/// an overloaded engine; INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION
+/// and OUT_OF_RANGE are the request's fault; DEADLINE_EXCEEDED a timeout.
+attempt_end end_for_status(int grpc_code, bool broke);
 
 struct attempt_result {
   attempt_end end = attempt_end::failed;

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include <catch2/catch.hpp>
+#include <grpcpp/support/status_code_enum.h>
 
 using namespace outrider::router;
 
@@ -164,6 +165,30 @@ TEST_CASE("migration: a refused request and a cancelled one do not migrate",
   CHECK(cancelled.http_status == 499);
   CHECK(cancelled.migrations == 0);
   CHECK(g.released == 1);
+}
+
+TEST_CASE("migration: an overloaded engine answers 503 without migrating, "
+          "and gRPC statuses count as WIRE.md says",
+          "[migration]") {
+  fake_seams f;
+  f.scripts["a"] = {{0, attempt_end::overloaded}};
+  auto busy =
+    run_with_migration(params(4), 3, f, [](const auto&) { return true; });
+  CHECK(busy.http_status == 503);
+  CHECK(busy.migrations == 0);
+  CHECK(f.released == 1);
+  using grpc::StatusCode;
+  auto end = [](StatusCode c, bool broke = false) {
+    return end_for_status(static_cast<int>(c), broke);
+  };
+  CHECK(end(StatusCode::OK) == attempt_end::finished);
+  CHECK(end(StatusCode::UNAVAILABLE, true) == attempt_end::unavailable);
+  CHECK(end(StatusCode::RESOURCE_EXHAUSTED) == attempt_end::overloaded);
+  CHECK(end(StatusCode::DEADLINE_EXCEEDED) == attempt_end::timed_out);
+  for (auto c : {StatusCode::INVALID_ARGUMENT, StatusCode::NOT_FOUND,
+                 StatusCode::FAILED_PRECONDITION, StatusCode::OUT_OF_RANGE})
+    CHECK(end(c) == attempt_end::invalid);
+  CHECK(end(StatusCode::PERMISSION_DENIED) == attempt_end::failed);
 }
 
 TEST_CASE("migration: a stream that broke after its last token is not "

@@ -53,16 +53,20 @@ leg_result run_leg(const sim_process& sim, const std::vector<uint32_t>& prompt,
 
 // A completion from another thread (no Catch2 assertions there): whether
 // it answered 200 with `want`.
+// On failure, `why` gets curl's output.
 bool completes_with(uint16_t port, const std::vector<uint32_t>& prompt,
-                    uint32_t max_tokens, const std::vector<uint32_t>& want) {
+                    uint32_t max_tokens, const std::vector<uint32_t>& want,
+                    std::string* why) {
   child_process curl{
     {"/usr/bin/curl", "-s", "-H", "Content-Type: application/json",
      "--data-binary",
      nlohmann::json{{"prompt", prompt}, {"max_tokens", max_tokens}}.dump(),
      "http://127.0.0.1:" + std::to_string(port) + "/v1/completions"}};
+  *why = curl.output();
   if (curl.wait(60s) != 0)
     return false;
-  auto doc = nlohmann::json::parse(curl.output(), nullptr, false);
+  *why = curl.output();
+  auto doc = nlohmann::json::parse(*why, nullptr, false);
   return doc.is_object() && doc.contains("choices") &&
          doc["choices"][0]["token_ids"] == nlohmann::json(want);
 }
@@ -111,7 +115,8 @@ TEST_CASE("disaggregation with SGLang engines: the router picks a bootstrap "
   disagg_cluster c{R"({"policy":"isl_bounding","eff_isl_threshold":64,)"
                    R"("eff_isl_ratio_threshold":0.7})",
                    "100",
-                   sglang_sim(),
+                   // 30 s: on a busy machine a 1 s handoff can time out.
+                   {"--kv-hash-format", "int64", "--bootstrap-timeout", "30s"},
                    {"--engine-protocol", "sglang"}};
   // The prefill worker advertises its bootstrap server.
   auto record = [&](const char* id) {
@@ -139,14 +144,21 @@ TEST_CASE("disaggregation with SGLang engines: the router picks a bootstrap "
   CHECK(c.metric(decisions + "{outcome=\"remote_prefill\"}") == 2);
 
   // Several at once: each pair meets in its own room.
+  std::vector<std::string> why(6);
   std::vector<std::future<bool>> many;
   for (uint32_t i = 0; i < 6; ++i)
-    many.push_back(std::async(std::launch::async, [&c, i] {
+    many.push_back(std::async(std::launch::async, [&c, &why, i] {
       auto p = tokens(20000 + 500 * i, 40);
-      return completes_with(c.http_port, p, 4, sim::continuation(p, 4));
+      return completes_with(c.http_port, p, 4, sim::continuation(p, 4),
+                            &why[i]);
     }));
-  for (auto& f : many)
-    CHECK(f.get());
+  for (size_t i = 0; i < many.size(); ++i) {
+    bool ok = many[i].get();
+    INFO(why[i]);
+    if (!ok)
+      UNSCOPED_INFO(c.router->output());
+    CHECK(ok);
+  }
   CHECK(c.metric(decisions + "{outcome=\"remote_prefill\"}") == 8);
   CHECK(c.metric(decisions + "{outcome=\"prefill_failed\"}") == 0);
 }
