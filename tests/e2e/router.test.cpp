@@ -20,31 +20,6 @@ using namespace outrider::test;
 using namespace std::chrono_literals;
 using json = nlohmann::json;
 
-namespace {
-
-// Reads an SSE body: the token ids in order, and whether [DONE] came.
-std::pair<std::vector<uint32_t>, bool> read_sse(const std::string& body) {
-  std::vector<uint32_t> toks;
-  bool done = false;
-  std::istringstream in{body};
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("data: ", 0) != 0)
-      continue;
-    auto data = line.substr(6);
-    if (data == "[DONE]") {
-      done = true;
-      continue;
-    }
-    auto ev = json::parse(data);
-    for (auto t : ev["choices"][0]["token_ids"])
-      toks.push_back(t.get<uint32_t>());
-  }
-  return {toks, done};
-}
-
-} // namespace
-
 TEST_CASE("requests go to the worker that holds their prefix") {
   cluster c{2};
   check_prefix_routing(c);

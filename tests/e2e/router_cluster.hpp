@@ -70,6 +70,28 @@ inline nlohmann::json complete_on(uint16_t http_port,
   return nlohmann::json::parse(body);
 }
 
+// Reads an SSE body: the token ids in order, and whether [DONE] came.
+inline std::pair<std::vector<uint32_t>, bool>
+read_sse(const std::string& body) {
+  std::vector<uint32_t> toks;
+  bool done = false;
+  std::istringstream in{body};
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("data: ", 0) != 0)
+      continue;
+    if (line == "data: [DONE]") {
+      done = true;
+      continue;
+    }
+    auto ev = nlohmann::json::parse(line.substr(6), nullptr, false);
+    if (ev.is_object() && ev.contains("choices"))
+      for (auto t : ev["choices"][0]["token_ids"])
+        toks.push_back(t.get<uint32_t>());
+  }
+  return {toks, done};
+}
+
 // Runs a prompt straight on an engine (to warm its cache).
 inline void warm(const sim_process& sim, const std::vector<uint32_t>& prompt,
                  int rank = -1) {

@@ -24,27 +24,6 @@ sim_process::options sglang_engine(int ranks, const std::string& speedup) {
   return so;
 }
 
-// The token ids of an SSE body and whether [DONE] came.
-std::pair<std::vector<uint32_t>, bool> read_sse(const std::string& body) {
-  std::vector<uint32_t> toks;
-  bool done = false;
-  std::istringstream in{body};
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("data: ", 0) != 0)
-      continue;
-    if (line == "data: [DONE]") {
-      done = true;
-      continue;
-    }
-    auto ev = json::parse(line.substr(6), nullptr, false);
-    if (ev.is_object() && ev.contains("choices"))
-      for (auto t : ev["choices"][0]["token_ids"])
-        toks.push_back(t.get<uint32_t>());
-  }
-  return {toks, done};
-}
-
 } // namespace
 
 TEST_CASE("KV-aware routing targets the DP rank of an SGLang engine that "
