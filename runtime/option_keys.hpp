@@ -91,6 +91,7 @@ struct option_key {
   X(router_conditional_disagg_config, "router-conditional-disagg-config",      \
     string)                                                                    \
   X(router_queue_threshold, "router-queue-threshold", number)                  \
+  X(router_queue_kv_share, "router-queue-kv-share", number)                    \
   X(tokenizer, "tokenizer", string)                                            \
   X(tokenizer_threads, "tokenizer-threads", integer)                           \
   X(chat_template, "chat-template", string)                                    \

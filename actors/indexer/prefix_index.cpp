@@ -71,8 +71,8 @@ void prefix_index::drop_holder(uint64_t seq, slot_id slot) {
   }
 }
 
-void prefix_index::apply(slot_id slot,
-                         const std::vector<kv::kv_event>& events) {
+void prefix_index::apply(slot_id slot, const std::vector<kv::kv_event>& events,
+                         std::vector<uint64_t>* touched) {
   if (slots_.size() <= slot)
     slots_.resize(slot + 1);
   auto& map = slots_[slot];
@@ -100,6 +100,8 @@ void prefix_index::apply(slot_id slot,
           it->second = seq;
         }
         add_holder(seq, slot);
+        if (touched)
+          touched->push_back(seq);
         parent_seq = seq;
         ++stats_.stored;
       }
@@ -111,6 +113,8 @@ void prefix_index::apply(slot_id slot,
           continue;
         }
         drop_holder(i->second, slot);
+        if (touched)
+          touched->push_back(i->second);
         map.erase(i);
         ++stats_.removed;
       }

@@ -34,8 +34,10 @@ class prefix_index {
 
   explicit prefix_index(uint64_t seed);
 
-  /// Applies one batch of a slot's engine events.
-  void apply(slot_id slot, const std::vector<kv::kv_event>& events);
+  /// Applies one batch of a slot's engine events. With `touched`, the
+  /// sequence hashes of the blocks it stored or removed are appended there.
+  void apply(slot_id slot, const std::vector<kv::kv_event>& events,
+             std::vector<uint64_t>* touched = nullptr);
   /// Forgets everything a slot holds (worker gone, or all cleared).
   void clear_slot(slot_id slot);
 

@@ -88,9 +88,7 @@ class dispatcher::attempts final
       });
   }
 
-  void release(const route_decision& d) override {
-    caf::anon_send(d_.router_->get(), release_atom::value, d.key);
-  }
+  void release(const route_decision& d) override { d_.unbook(d.key, true); }
 
   void migrating(const route_decision& d,
                  const generate_outcome& out) override {
@@ -176,7 +174,7 @@ class dispatcher::attempts::call final : public engine::generate_sink {
     if (resp.has_token()) {
       if (!prefilled_) {
         prefilled_ = true;
-        caf::anon_send(disp_.router_->get(), prefilled_atom::value, d_.key);
+        disp_.unbook(d_.key, false);
       }
       if (!owner_->deliver(resp, out_, on_tokens_)) {
         cancelled_ = true;

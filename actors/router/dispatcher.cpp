@@ -6,6 +6,7 @@
 
 #include <future>
 #include <thread>
+#include <utility>
 
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
@@ -17,7 +18,8 @@ namespace outrider::router {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-using retry_atom = caf::atom_constant<caf::atom("retry")>;
+using retry_atom = caf::atom_constant<caf::atom("retry")>; // a timer's
+using wake_atom = caf::atom_constant<caf::atom("wake")>;   // a load change
 
 const std::string shutdown_message = "the router is shutting down";
 
@@ -36,8 +38,10 @@ struct dispatcher::place_job {
   clock_type::time_point queue_deadline =
     clock_type::now() + std::chrono::minutes{5};
   bool queued = false;
-  caf::actor self;     // its placing actor, woken when its turn comes
-  bool asking = false; // a request to the router actor is out (never two)
+  caf::actor self;      // its placing actor, woken when its turn comes
+  bool asking = false;  // a request to the router actor is out (never two)
+  bool polling = false; // a retry timer is set (never two)
+  bool rewake = false;  // woken while asking: ask again at once if busy
 };
 
 dispatcher::stats dispatcher::stats::make() {
@@ -102,14 +106,20 @@ void dispatcher::place(std::shared_ptr<const route_request> req, bool queue,
   job->done = std::move(done);
   sys_.spawn([this, job](caf::event_based_actor* self) -> caf::behavior {
     place_once(self, job);
-    return {[this, self, job](retry_atom) { place_once(self, job); }};
+    return {[this, self, job](retry_atom) {
+              job->polling = false;
+              place_once(self, job);
+            },
+            [this, self, job](wake_atom) { place_once(self, job); }};
   });
 }
 
 void dispatcher::place_once(caf::event_based_actor* self,
                             const std::shared_ptr<place_job>& job) {
-  if (job->asking)
-    return; // woken while asking: the answer comes anyway
+  if (job->asking) {
+    job->rewake = true; // the answer may predate the change: ask again
+    return;
+  }
   job->asking = true;
   auto generation = router_->generation();
   self
@@ -142,12 +152,13 @@ void dispatcher::placed(caf::event_based_actor* self,
              (d.no_worker || (settled != 0 && settled != generation)));
   auto now = clock_type::now();
   if (restarting && now < job->restart_deadline && !cut_.load()) {
-    self->delayed_send(self, std::chrono::milliseconds{20}, retry_atom::value);
+    retry_later(self, job, std::chrono::milliseconds{20});
     return;
   }
   // Every worker is busy: wait here rather than pile on (bounded), in
-  // line: only the first of the line asks again (every 5 ms), the others
-  // wait for their turn, so requests leave in the order they came.
+  // line: only the first of the line asks again, woken when a booking
+  // shrinks (load_changed) and every 5 ms meanwhile; the others wait for
+  // their turn, so requests leave in the order they came.
   if (d.busy && job->queue && !shutting_down_.load() &&
       now < job->queue_deadline) {
     if (!job->queued) {
@@ -157,7 +168,10 @@ void dispatcher::placed(caf::event_based_actor* self,
       if (!join_line(job))
         return; // woken by the one before it
     }
-    self->delayed_send(self, std::chrono::milliseconds{5}, retry_atom::value);
+    if (std::exchange(job->rewake, false))
+      place_once(self, job);
+    else
+      retry_later(self, job, std::chrono::milliseconds{5});
     return;
   }
   if (job->queued) {
@@ -179,7 +193,34 @@ void dispatcher::begin_shutdown() {
         waiting.push_back(job->self);
   }
   for (const auto& a : waiting)
-    caf::anon_send(a, retry_atom::value);
+    caf::anon_send(a, wake_atom::value);
+}
+
+void dispatcher::retry_later(caf::event_based_actor* self,
+                             const std::shared_ptr<place_job>& job,
+                             std::chrono::milliseconds after) {
+  if (job->polling)
+    return;
+  job->polling = true;
+  self->delayed_send(self, after, retry_atom::value);
+}
+
+// Sent before the wake-up, so the router actor has the booking's change in
+// its mailbox ahead of the first of the line's question.
+void dispatcher::unbook(uint64_t key, bool finished) {
+  if (finished)
+    caf::anon_send(router_->get(), release_atom::value, key);
+  else
+    caf::anon_send(router_->get(), prefilled_atom::value, key);
+  std::vector<caf::actor> heads;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    for (const auto& [role, line] : lines_)
+      if (!line.empty())
+        heads.push_back(line.front()->self);
+  }
+  for (const auto& a : heads)
+    caf::anon_send(a, wake_atom::value);
 }
 
 bool dispatcher::join_line(const std::shared_ptr<place_job>& job) {
@@ -201,7 +242,7 @@ void dispatcher::leave_line(const std::shared_ptr<place_job>& job) {
       next = line.front()->self;
   }
   if (next)
-    caf::anon_send(next, retry_atom::value);
+    caf::anon_send(next, wake_atom::value);
 }
 
 std::shared_ptr<grpc::Channel>

@@ -130,6 +130,13 @@ class dispatcher {
   /// The waiting line of the job's role; true when it is first.
   bool join_line(const std::shared_ptr<place_job>& job);
   void leave_line(const std::shared_ptr<place_job>& job);
+  /// Asks again after `after`, unless a timer is set already.
+  void retry_later(caf::event_based_actor* self,
+                   const std::shared_ptr<place_job>& job,
+                   std::chrono::milliseconds after);
+  /// A booking shrank (the prompt is computed) or went (the request is
+  /// done): tells the router actor and wakes the first of every line.
+  void unbook(uint64_t key, bool finished);
   /// Conditional disaggregation: prefills remotely when the policy says so
   /// and hands the serialised KV session for the decode worker `d` to
   /// `done` (nullopt: the decode worker prefills itself).

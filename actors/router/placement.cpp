@@ -41,6 +41,8 @@ placement::join placement::add_worker(const cluster::worker_record& r) {
     slots_.push_back(slot_info{
       r.worker_id, r.role, r.relay_endpoint, r.engine_endpoint, r.protocol,
       r.bootstrap_endpoint, static_cast<int>(rank), true, 0, 0});
+    slots_.back().record_total =
+      r.total_kv_blocks / std::max<uint32_t>(1, r.data_parallel_size);
   }
   spdlog::info("router: worker {} ({} rank(s), {}) joined", r.worker_id,
                r.data_parallel_size, r.relay_endpoint);
@@ -82,7 +84,16 @@ bool placement::apply_events(const worker_events& ev) {
   auto slot = i->second[static_cast<size_t>(ev.rank)];
   if (ev.reset)
     index_.clear_slot(slot);
-  index_.apply(slot, ev.events);
+  // A predicted block the engine has now reported stored or removed is the
+  // index's to follow: its prediction goes, so that an eviction counts at
+  // once instead of after prediction_ttl (pending ones stay: a request
+  // queued there will compute them again).
+  std::vector<uint64_t> touched;
+  index_.apply(slot, ev.events, &touched);
+  auto& pred = predicted_[slot];
+  if (!pred.empty())
+    for (auto h : touched)
+      pred.erase(h);
   return true;
 }
 
@@ -104,6 +115,31 @@ int64_t placement::engine_used(const slot_info& s) const {
   return s.engine_used >= 0 && now_() - s.engine_at <= cfg_.engine_load_fresh
            ? s.engine_used
            : -1;
+}
+
+int64_t placement::unheld_blocks(const slot_info& s) const {
+  auto used = engine_used(s);
+  auto total = used >= 0 && s.engine_total ? s.engine_total : s.record_total;
+  if (total == 0)
+    return -1;
+  auto held = used >= 0 ? static_cast<uint64_t>(used) : s.decode_blocks;
+  return static_cast<int64_t>(total - std::min(total, held));
+}
+
+bool placement::all_busy(const std::vector<candidate>& cands,
+                         const route_request& req) const {
+  bool by_share = cfg_.queue_kv_share > 0 && req.role != "prefill";
+  if (!cfg_.queue_threshold && !by_share)
+    return false;
+  auto bs = static_cast<double>(std::max(1u, block_size_));
+  return std::all_of(cands.begin(), cands.end(), [&](const candidate& c) {
+    auto queued = static_cast<double>(c.active_prefill_tokens);
+    if (cfg_.queue_threshold && queued > *cfg_.queue_threshold)
+      return true;
+    auto unheld = by_share ? unheld_blocks(slots_[c.slot]) : -1;
+    return unheld >= 0 &&
+           queued / bs > cfg_.queue_kv_share * static_cast<double>(unheld);
+  });
 }
 
 std::vector<candidate> placement::candidates(const route_request& req) const {
@@ -208,11 +244,7 @@ route_decision placement::place(const route_request& req) {
                                : "no " + req.role + " worker is available";
     return d;
   }
-  if (cfg_.queue_threshold &&
-      std::all_of(cands.begin(), cands.end(), [&](const candidate& c) {
-        return static_cast<double>(c.active_prefill_tokens) >
-               *cfg_.queue_threshold;
-      })) {
+  if (all_busy(cands, req)) {
     d.busy = true;
     d.error = "every worker is above the queue threshold";
     return d;

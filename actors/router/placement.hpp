@@ -80,6 +80,12 @@ struct router_config {
   /// Queued prefill tokens above which a rank counts as busy; when every
   /// rank is, requests wait instead of piling on.
   std::optional<double> queue_threshold;
+  /// A rank also counts as busy when its queued prefill blocks exceed this
+  /// share of its KV blocks that no running request holds (engine-reported,
+  /// else the worker's total less the router's books): past that, the
+  /// blocks admitted ahead of a request queued there evict what it could
+  /// have found cached. 0: off. Not for prefill-only placements.
+  double queue_kv_share = 0;
   /// A prefix just routed counts as cached on its rank until its request is
   /// prefilled and for this long after (until its KV events arrive); and
   /// how many such blocks a rank may hold.
@@ -190,9 +196,15 @@ class placement {
     uint64_t decode_blocks = 0;
     int64_t engine_used = -1; // engine_reported
     uint64_t engine_total = 0;
+    uint64_t record_total = 0; // per rank, from the worker's record
     clock::time_point engine_at{};
   };
   int64_t engine_used(const slot_info& s) const;
+  /// KV blocks no running request holds on the rank (-1: unknown).
+  int64_t unheld_blocks(const slot_info& s) const;
+  /// Every candidate is past the queue threshold or its KV share.
+  bool all_busy(const std::vector<candidate>& cands,
+                const route_request& req) const;
   struct booking {
     uint32_t slot = 0;
     uint64_t prefill_tokens = 0;

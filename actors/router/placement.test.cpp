@@ -212,3 +212,55 @@ TEST_CASE("placement: an engine's own KV report counts while it is fresh",
   clk.t += 4s;
   CHECK(place(p, prompt(0)).engine_used_kv_blocks == -1);
 }
+
+TEST_CASE("placement: an eviction the engine reports ends a prediction at "
+          "once, but not a queued request's",
+          "[placement]") {
+  manual_clock clk;
+  auto cfg = mode("kv");
+  cfg.prediction_ttl = 5s;
+  placement p{cfg, clk.fn(), 1};
+  p.add_worker(worker("a"));
+  p.add_worker(worker("b"));
+  auto tokens = prompt(700);
+  auto first = place(p, tokens);
+  REQUIRE(first.ok);
+  p.prefilled(first.key);
+  p.release(first.key);
+  // The engine stores the prompt's blocks, then evicts them, well within
+  // the prediction's 5 s.
+  worker_events ev;
+  ev.worker_id = first.worker_id;
+  kv::block_stored stored;
+  stored.block_size = 4;
+  stored.token_ids = tokens;
+  kv::block_removed removed;
+  for (uint64_t i = 0; i < 4; ++i) {
+    stored.block_hashes.push_back(2000 + i);
+    removed.block_hashes.push_back(2000 + i);
+  }
+  ev.events = {stored};
+  REQUIRE(p.apply_events(ev));
+  clk.t += 1s;
+  auto held = place(p, tokens);
+  CHECK(held.overlap_blocks == 4); // the index has them
+  // Queued there, not yet prefilled: a removal does not undo this request's
+  // own prediction (it will compute the blocks again).
+  ev.events = {removed};
+  REQUIRE(p.apply_events(ev));
+  auto follower = place(p, tokens);
+  CHECK(follower.worker_id == held.worker_id);
+  CHECK(follower.chosen_overlap_blocks == 4);
+  CHECK(follower.overlap_blocks == 0);
+  p.release(follower.key);
+  p.prefilled(held.key);
+  p.release(held.key);
+  // Computed again, stored and evicted again: nothing is predicted any
+  // more, though its TTL has not run out.
+  ev.events = {stored, removed};
+  REQUIRE(p.apply_events(ev));
+  clk.t += 1s;
+  auto after = place(p, tokens);
+  CHECK(after.chosen_overlap_blocks == 0);
+  CHECK(after.best_overlap_blocks == 0);
+}

@@ -80,12 +80,12 @@ void dispatcher::maybe_remote_prefill(const std::vector<uint32_t>& tokens,
     if (bootstrap != sglang_decode) {
       // A bootstrap room only SGLang decode engines fetch; an OpenEngine
       // session only OpenEngine engines take.
-      caf::anon_send(router_->get(), release_atom::value, p.key);
+      unbook(p.key, true);
       count("incompatible_prefill");
       return done(std::nullopt);
     }
     if (!sglang_decode && local_prefill_wins(preq->tokens.size(), d, p)) {
-      caf::anon_send(router_->get(), release_atom::value, p.key);
+      unbook(p.key, true);
       count("local_prefill");
       return done(std::nullopt);
     }
@@ -104,7 +104,7 @@ void dispatcher::maybe_remote_prefill(const std::vector<uint32_t>& tokens,
       [this](grpc::ClientContext* c) { untrack(c); },
       [this, p, count, done, bootstrap](const grpc::Status& st,
                                         std::optional<std::string> session) {
-        caf::anon_send(router_->get(), release_atom::value, p.key);
+        unbook(p.key, true);
         if (!st.ok() || (!session && !bootstrap)) {
           count("prefill_failed");
           spdlog::warn("router: remote prefill on {} failed ({}){}",

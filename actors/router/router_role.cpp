@@ -76,6 +76,7 @@ router_config router_config_from(const runtime::options& o) {
   rc.model = o.get(opt::served_model);
   if (o.get(opt::router_queue_threshold) > 0)
     rc.queue_threshold = o.get(opt::router_queue_threshold);
+  rc.queue_kv_share = o.get(opt::router_queue_kv_share);
   return rc;
 }
 

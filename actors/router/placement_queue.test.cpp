@@ -1,0 +1,93 @@
+// When a rank counts as busy (requests then wait in the router): its queue
+// against --router-queue-kv-share of the KV blocks its running requests
+// leave free, and a cached prefix discounted by what survives the queue.
+#include <catch2/catch.hpp>
+
+#include "actors/router/placement.hpp"
+#include "actors/router/placement_fixtures.hpp"
+
+using namespace outrider;
+using namespace outrider::router;
+using namespace outrider::router::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// `blocks` blocks of 4 tokens, from `base`.
+std::vector<uint32_t> prompt(uint32_t base, uint32_t blocks) {
+  std::vector<uint32_t> t(size_t{blocks} * 4);
+  for (size_t i = 0; i < t.size(); ++i)
+    t[i] = base + static_cast<uint32_t>(i);
+  return t;
+}
+
+route_decision place(placement& p, std::vector<uint32_t> tokens,
+                     std::string role = {}) {
+  route_request req;
+  req.tokens = std::move(tokens);
+  req.role = std::move(role);
+  return p.place(req);
+}
+
+cluster::worker_record sized(const std::string& id, uint64_t kv_blocks,
+                             std::string role = "aggregated") {
+  auto r = worker(id);
+  r.total_kv_blocks = kv_blocks;
+  r.role = std::move(role);
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("placement: a queue past its share of the free KV blocks is busy",
+          "[placement]") {
+  manual_clock clk;
+  router_config cfg;
+  cfg.mode = "round-robin";
+  cfg.queue_kv_share = 0.1;
+  placement p{cfg, clk.fn(), 1};
+  p.add_worker(sized("a", 100));
+  p.add_worker(sized("b", 100));
+  // 10 blocks queued against 0.1 x (100 - the 10 they will hold) = 9.
+  auto d1 = place(p, prompt(0, 10));
+  auto d2 = place(p, prompt(1000, 10));
+  REQUIRE(d1.ok);
+  REQUIRE(d2.ok);
+  auto d3 = place(p, prompt(2000, 10));
+  CHECK_FALSE(d3.ok);
+  CHECK(d3.busy);
+  // Computed: a's queue is empty again, and takes 10 more blocks; then
+  // 10 queued against 0.1 x (100 - 20 held) = 8: busy everywhere, until an
+  // engine reports that far more of its cache is free than the books say.
+  p.prefilled(d1.key);
+  auto d4 = place(p, prompt(3000, 10));
+  REQUIRE(d4.ok);
+  CHECK(d4.worker_id == d1.worker_id);
+  CHECK(place(p, prompt(4000, 1)).busy);
+  p.engine_reported({d2.worker_id, {{0, 0, 1000}}});
+  auto d5 = place(p, prompt(5000, 1));
+  REQUIRE(d5.ok);
+  CHECK(d5.worker_id == d2.worker_id);
+  // Off with share 0; and workers of unknown size are never busy by it.
+  cfg.queue_kv_share = 0;
+  placement off{cfg, clk.fn(), 1};
+  off.add_worker(sized("a", 100));
+  for (uint32_t i = 0; i < 4; ++i)
+    CHECK(place(off, prompt(i * 1000, 20)).ok);
+  cfg.queue_kv_share = 0.1;
+  placement unknown{cfg, clk.fn(), 1};
+  unknown.add_worker(sized("a", 0));
+  for (uint32_t i = 0; i < 4; ++i)
+    CHECK(place(unknown, prompt(i * 1000, 20)).ok);
+}
+
+TEST_CASE("placement: prefill-only placements are not held by the KV share",
+          "[placement]") {
+  manual_clock clk;
+  router_config cfg;
+  cfg.queue_kv_share = 0.1;
+  placement p{cfg, clk.fn(), 1};
+  p.add_worker(sized("pf", 100, "prefill"));
+  for (uint32_t i = 0; i < 3; ++i)
+    CHECK(place(p, prompt(i * 1000, 20), "prefill").ok);
+}
