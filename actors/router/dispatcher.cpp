@@ -157,7 +157,7 @@ void dispatcher::placed(caf::event_based_actor* self,
   }
   // Every worker is busy: wait here rather than pile on (bounded), in
   // line: only the first of the line asks again, woken when a booking
-  // shrinks (load_changed) and every 5 ms meanwhile; the others wait for
+  // shrinks (unbook) and every 5 ms meanwhile; the others wait for
   // their turn, so requests leave in the order they came.
   if (d.busy && job->queue && !shutting_down_.load() &&
       now < job->queue_deadline) {

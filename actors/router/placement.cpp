@@ -88,12 +88,11 @@ bool placement::apply_events(const worker_events& ev) {
   // index's to follow: its prediction goes, so that an eviction counts at
   // once instead of after prediction_ttl (pending ones stay: a request
   // queued there will compute them again).
-  std::vector<uint64_t> touched;
-  index_.apply(slot, ev.events, &touched);
   auto& pred = predicted_[slot];
-  if (!pred.empty())
-    for (auto h : touched)
-      pred.erase(h);
+  std::vector<uint64_t> touched;
+  index_.apply(slot, ev.events, pred.empty() ? nullptr : &touched);
+  for (auto h : touched)
+    pred.erase(h);
   return true;
 }
 
