@@ -243,6 +243,9 @@ def main():
                     help="cap on output tokens per request")
     ap.add_argument("--max-input", type=int, default=131072 - 64,
                     help="longer prompts are left out (beyond the context)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each point this many times; the table, the "
+                         "ratios and the plots use the means")
     ap.add_argument("--router-arg", action="append", default=[],
                     help="an extra flag for outrider (repeat)")
     ap.add_argument("--out", help="directory for the table, CSV and plots")
@@ -274,26 +277,20 @@ def main():
               f"{'req/s':>6} {'tok/s':>6}")
         for scale in [float(s) for s in args.time_scales.split(",")]:
             for mode in args.modes.split(","):
-                m = run_point(recs, bodies, args, workers, mode, scale)
-                m["hit"] = m["cached"] / m["prompt"] if m["prompt"] else 0
-                m["of_ideal"] = m["hit"] / ideal if ideal else 0
-                m["of_lru"] = m["hit"] / pooled if pooled else 0
-                rows.append(m)
-                print(f"{scale:>6g} {mode:12} {m['ok']:>5} {m['failed']:>4} "
-                      f"{100 * m['hit']:>5.1f}% {100 * m['of_ideal']:>5.1f}% "
-                      f"{100 * m['of_lru']:>5.1f}% {1000 * m['ttft_p50']:>7.0f}ms "
-                      f"{1000 * m['ttft_p99']:>6.0f}ms {1000 * m['itl_p50']:>6.1f}ms "
-                      f"{1000 * m['itl_p99']:>5.0f}ms {m['rps']:>6.1f} {m['tok_s']:>6.0f}",
-                      flush=True)
-                d = m["decisions"]
-                if d.get("prompt"):
-                    # Where the hits went: what the index offered (best
-                    # overlap), what was chosen, what the engines served.
-                    print(f"{'':>6} {'':12} placed: best overlap on offer "
-                          f"{100 * d['best'] / d['prompt']:.1f}%, chosen "
-                          f"{100 * d['chosen'] / d['prompt']:.1f}% of prompt blocks; "
-                          f"{d.get('less_overlap', 0):.0f} placements took less than "
-                          f"the best", flush=True)
+                runs = []
+                for run in range(max(1, args.repeat)):
+                    m = run_point(recs, bodies, args, workers, mode, scale)
+                    m["run"] = run
+                    m["hit"] = m["cached"] / m["prompt"] if m["prompt"] else 0
+                    m["of_ideal"] = m["hit"] / ideal if ideal else 0
+                    m["of_lru"] = m["hit"] / pooled if pooled else 0
+                    runs.append(m)
+                    print_point(m, scale, mode)
+                if len(runs) > 1:
+                    rows.append(mean_of(runs))
+                    print_spread(runs, rows[-1])
+                else:
+                    rows.append(runs[0])
             by = {r["mode"]: r for r in rows if r["workers"] == workers and r["scale"] == scale}
             if "kv" in by and "round-robin" in by:
                 kv, rr = by["kv"], by["round-robin"]
@@ -304,16 +301,63 @@ def main():
         write_outputs(args, rows, ideal, recs)
 
 
+def print_point(m, scale, mode):
+    print(f"{scale:>6g} {mode:12} {m['ok']:>5} {m['failed']:>4} "
+          f"{100 * m['hit']:>5.1f}% {100 * m['of_ideal']:>5.1f}% "
+          f"{100 * m['of_lru']:>5.1f}% {1000 * m['ttft_p50']:>7.0f}ms "
+          f"{1000 * m['ttft_p99']:>6.0f}ms {1000 * m['itl_p50']:>6.1f}ms "
+          f"{1000 * m['itl_p99']:>5.0f}ms {m['rps']:>6.1f} {m['tok_s']:>6.0f}",
+          flush=True)
+    d = m["decisions"]
+    if d.get("prompt"):
+        # Where the hits went: what the index offered (best overlap), what
+        # was chosen, what the engines served.
+        print(f"{'':>6} {'':12} placed: best overlap on offer "
+              f"{100 * d['best'] / d['prompt']:.1f}%, chosen "
+              f"{100 * d['chosen'] / d['prompt']:.1f}% of prompt blocks; "
+              f"{d.get('less_overlap', 0):.0f} placements took less than "
+              f"the best", flush=True)
+
+
+MEANS = ["ok", "failed", "cached", "prompt", "hit", "of_ideal", "of_lru", "ttft_p50",
+         "ttft_p99", "itl_p50", "itl_p99", "rps", "tok_s"]
+
+
+def mean_of(runs):
+    """One row for repeated runs of a point: the means, each run's hit rates
+    kept (`runs_of_lru`, `runs_of_ideal`), the TTFTs of all runs pooled."""
+    m = dict(runs[0])
+    for k in MEANS:
+        m[k] = sum(r[k] for r in runs) / len(runs)
+    m["run"] = "mean"
+    m["repeats"] = len(runs)
+    m["runs_of_lru"] = [r["of_lru"] for r in runs]
+    m["runs_of_ideal"] = [r["of_ideal"] for r in runs]
+    m["ttfts"] = [t for r in runs for t in r["ttfts"]]
+    return m
+
+
+def print_spread(runs, m):
+    lru = [100 * r["of_lru"] for r in runs]
+    inf = [100 * r["of_ideal"] for r in runs]
+    print(f"{'':>6} mean of {len(runs)}: hit {100 * m['hit']:.1f}%, "
+          f"{100 * m['of_ideal']:.1f}% of infinite ({min(inf):.1f}-{max(inf):.1f}), "
+          f"{100 * m['of_lru']:.1f}% of pooled LRU ({min(lru):.1f}-{max(lru):.1f}); "
+          f"TTFT p50 {1000 * m['ttft_p50']:.0f} ms, p99 {1000 * m['ttft_p99']:.0f} ms, "
+          f"{m['tok_s']:.0f} tok/s", flush=True)
+
+
 def write_outputs(args, rows, ideal, recs):
     os.makedirs(args.out, exist_ok=True)
     base = os.path.join(args.out, args.tag)
-    keys = ["workers", "scale", "mode", "ok", "failed", "hit", "of_ideal", "of_lru",
+    keys = ["workers", "scale", "mode", "run", "ok", "failed", "hit", "of_ideal", "of_lru",
             "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "rps", "tok_s"]
     with open(base + ".csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(keys)
         for r in rows:
-            w.writerow([r[k] if not isinstance(r[k], float) else f"{r[k]:.4f}" for k in keys])
+            w.writerow([r.get(k, 0) if not isinstance(r.get(k), float) else f"{r[k]:.4f}"
+                        for k in keys])
     with open(base + ".json", "w") as f:
         json.dump({"modes": args.modes, "ideal": ideal, "rows": rows}, f)
     plot(args, rows, base)
