@@ -18,21 +18,32 @@ namespace outrider::cluster {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+// Every socket stays bound until all are, so the kernel cannot hand out one
+// port twice (bound and closed one at a time, it did: an engine's gRPC port
+// was another engine's replay port, and that engine never started).
+std::vector<uint16_t> free_loopback_ports(size_t n) {
+  std::vector<int> fds;
+  std::vector<uint16_t> ports;
+  for (size_t i = 0; i < n; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+      break;
+    fds.push_back(fd);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+      break;
+    ports.push_back(ntohs(addr.sin_port));
+  }
+  for (int fd : fds)
+    close(fd);
+  if (ports.size() != n)
+    ports.clear();
+  return ports;
 }
-
-} // namespace
 
 std::string self_path() {
   std::error_code ec;
@@ -147,15 +158,20 @@ caf::error local_cluster::start() {
     return make_error(errc::spawn_failed,
                       "the simulated engine '" + cfg_.sim_binary +
                         "' does not exist (see --sim-binary)");
+  // Three ports an engine: gRPC, KV events, replay.
+  auto ports = free_loopback_ports(3 * static_cast<size_t>(cfg_.engines));
+  if (ports.empty() && cfg_.engines > 0)
+    return make_error(errc::spawn_failed, "no free loopback ports");
   for (int i = 0; i < cfg_.engines; ++i) {
     auto n = std::to_string(i);
-    auto engine_port = free_port();
+    auto port = [&](int k) { return ports[static_cast<size_t>(3 * i + k)]; };
+    auto engine_port = port(0);
     nlohmann::json kv{
       {"enable_kv_cache_events", true},
       {"publisher", "zmq"},
       // Loopback only: the events carry prompt token ids.
-      {"endpoint", "tcp://127.0.0.1:" + std::to_string(free_port())},
-      {"replay_endpoint", "tcp://127.0.0.1:" + std::to_string(free_port())},
+      {"endpoint", "tcp://127.0.0.1:" + std::to_string(port(1))},
+      {"replay_endpoint", "tcp://127.0.0.1:" + std::to_string(port(2))},
       {"topic", "kv-events"}};
     std::vector<std::string> sim{cfg_.sim_binary, "--grpc-port",
                                  std::to_string(engine_port),

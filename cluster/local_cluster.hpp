@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -32,6 +34,11 @@ struct local_cluster_config {
   std::function<void(const std::string&, int, std::chrono::milliseconds)>
     on_exit;
 };
+
+/// `n` distinct free loopback TCP ports (empty when that many cannot be
+/// had). Free when asked: another process may still take one before the
+/// child that is given it binds it.
+std::vector<uint16_t> free_loopback_ports(size_t n);
 
 /// `--role all` on one host: starts simulated engines and a sidecar for
 /// each as child processes on free loopback ports, all registering in one
