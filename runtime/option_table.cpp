@@ -290,12 +290,13 @@ std::vector<option_spec> make_specs() {
          "router: queued prefill tokens above which a worker counts as busy "
          "(0: no threshold)",
          "--router-queue-threshold 8192"),
-    make("router-queue-kv-share", ot::number, "0",
-         "router: a worker also counts as busy when its queued prefill "
-         "blocks exceed this share of the KV blocks its running requests "
-         "leave free (queued longer, a prompt's cached prefix is evicted "
-         "before it is admitted); 0: off",
-         "--router-queue-kv-share 0.2"),
+    make("router-queue-kv-share", ot::number, "0.01",
+         "router: a worker also counts as busy when the prompt blocks "
+         "waiting behind the one it is computing exceed this share of the "
+         "KV blocks its running requests leave free (waiting longer, a "
+         "prompt's cached prefix is evicted before it is admitted); 0: off",
+         "--router-queue-kv-share 0"),
+
     make("tokenizer", ot::string, "",
          "router: the model's folder with tokenizer.json (and "
          "tokenizer_config.json), or GPT-2's encoder.json + vocab.bpe: text "

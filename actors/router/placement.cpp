@@ -56,6 +56,7 @@ void placement::remove_worker(const std::string& id) {
   for (auto slot : i->second) {
     index_.clear_slot(slot);
     slots_[slot].alive = false;
+    slots_[slot].unprefilled.clear();
     predicted_[slot].clear();
     pending_[slot].clear();
   }
@@ -135,9 +136,17 @@ bool placement::all_busy(const std::vector<candidate>& cands,
     auto queued = static_cast<double>(c.active_prefill_tokens);
     if (cfg_.queue_threshold && queued > *cfg_.queue_threshold)
       return true;
-    auto unheld = by_share ? unheld_blocks(slots_[c.slot]) : -1;
-    return unheld >= 0 &&
-           queued / bs > cfg_.queue_kv_share * static_cast<double>(unheld);
+    const auto& s = slots_[c.slot];
+    auto unheld = by_share ? unheld_blocks(s) : -1;
+    if (unheld < 0)
+      return false;
+    // The oldest prompt routed there is the one the engine is computing:
+    // only the prompts behind it wait (and lose their cached prefixes).
+    auto computing = s.unprefilled.empty()
+                       ? 0.0
+                       : static_cast<double>(s.unprefilled.begin()->second);
+    auto waiting = std::max(0.0, queued - computing);
+    return waiting / bs > cfg_.queue_kv_share * static_cast<double>(unheld);
   });
 }
 
@@ -280,6 +289,8 @@ route_decision placement::place(const route_request& req) {
   info.decode_blocks += b.decode_blocks;
   d.ok = true;
   d.key = next_key_++;
+  if (b.prefill_tokens)
+    info.unprefilled[d.key] = b.prefill_tokens;
   d.slot = slot;
   bookings_[d.key] = std::move(b);
   d.worker_id = info.worker_id;
@@ -320,6 +331,7 @@ std::optional<uint32_t> placement::unbook(uint64_t key, bool finished) {
   auto slot = b.slot;
   if (!b.prefilled) {
     s.prefill_tokens -= std::min(s.prefill_tokens, b.prefill_tokens);
+    s.unprefilled.erase(key);
     b.prefilled = true;
     settle(b);
   }

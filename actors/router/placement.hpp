@@ -80,11 +80,13 @@ struct router_config {
   /// Queued prefill tokens above which a rank counts as busy; when every
   /// rank is, requests wait instead of piling on.
   std::optional<double> queue_threshold;
-  /// A rank also counts as busy when its queued prefill blocks exceed this
-  /// share of its KV blocks that no running request holds (engine-reported,
-  /// else the worker's total less the router's books): past that, the
-  /// blocks admitted ahead of a request queued there evict what it could
-  /// have found cached. 0: off. Not for prefill-only placements.
+  /// A rank also counts as busy when the prefill blocks queued behind the
+  /// prompt it is computing (the oldest routed there) exceed this share of
+  /// its KV blocks that no running request holds (engine-reported, else
+  /// the worker's total less the router's books): past that, the blocks
+  /// admitted ahead of a request queued there evict what it could have
+  /// found cached. 0: off (here; --router-queue-kv-share defaults to
+  /// 0.01). Not for prefill-only placements.
   double queue_kv_share = 0;
   /// A prefix just routed counts as cached on its rank until its request is
   /// prefilled and for this long after (until its KV events arrive); and
@@ -198,6 +200,9 @@ class placement {
     uint64_t engine_total = 0;
     uint64_t record_total = 0; // per rank, from the worker's record
     clock::time_point engine_at{};
+    // This router's bookings not prefilled yet, oldest first (key ->
+    // prefill tokens): the oldest is the prompt the engine is computing.
+    std::map<uint64_t, uint64_t> unprefilled;
   };
   int64_t engine_used(const slot_info& s) const;
   /// KV blocks no running request holds on the rank (-1: unknown).

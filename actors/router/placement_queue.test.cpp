@@ -1,6 +1,6 @@
-// When a rank counts as busy (requests then wait in the router): its queue
-// against --router-queue-kv-share of the KV blocks its running requests
-// leave free, and a cached prefix discounted by what survives the queue.
+// When a rank counts as busy (requests then wait in the router): the
+// prompts waiting behind the one it computes against --router-queue-kv-share
+// of the KV blocks its running requests leave free.
 #include <catch2/catch.hpp>
 
 #include "actors/router/placement.hpp"
@@ -39,7 +39,8 @@ cluster::worker_record sized(const std::string& id, uint64_t kv_blocks,
 
 } // namespace
 
-TEST_CASE("placement: a queue past its share of the free KV blocks is busy",
+TEST_CASE("placement: prompts waiting past their share of the free KV blocks "
+          "make a rank busy; the one it computes does not count",
           "[placement]") {
   manual_clock clk;
   router_config cfg;
@@ -48,26 +49,35 @@ TEST_CASE("placement: a queue past its share of the free KV blocks is busy",
   placement p{cfg, clk.fn(), 1};
   p.add_worker(sized("a", 100));
   p.add_worker(sized("b", 100));
-  // 10 blocks queued against 0.1 x (100 - the 10 they will hold) = 9.
+  // The first prompt on each rank is the one it computes: nothing waits.
   auto d1 = place(p, prompt(0, 10));
   auto d2 = place(p, prompt(1000, 10));
   REQUIRE(d1.ok);
   REQUIRE(d2.ok);
+  REQUIRE(d1.worker_id != d2.worker_id);
+  // One more on each: 10 blocks wait behind it against 0.1 x (100 - 20
+  // the two will hold) = 8: busy everywhere.
   auto d3 = place(p, prompt(2000, 10));
-  CHECK_FALSE(d3.ok);
-  CHECK(d3.busy);
-  // Computed: a's queue is empty again, and takes 10 more blocks; then
-  // 10 queued against 0.1 x (100 - 20 held) = 8: busy everywhere, until an
-  // engine reports that far more of its cache is free than the books say.
-  p.prefilled(d1.key);
   auto d4 = place(p, prompt(3000, 10));
+  REQUIRE(d3.ok);
   REQUIRE(d4.ok);
-  CHECK(d4.worker_id == d1.worker_id);
-  CHECK(place(p, prompt(4000, 1)).busy);
-  p.engine_reported({d2.worker_id, {{0, 0, 1000}}});
-  auto d5 = place(p, prompt(5000, 1));
-  REQUIRE(d5.ok);
-  CHECK(d5.worker_id == d2.worker_id);
+  auto d5 = place(p, prompt(4000, 1));
+  CHECK_FALSE(d5.ok);
+  CHECK(d5.busy);
+  // One rank: a prompt computed makes the one behind it the computed one.
+  placement one{cfg, clk.fn(), 1};
+  one.add_worker(sized("a", 100));
+  auto e1 = place(one, prompt(0, 10));
+  REQUIRE(e1.ok);
+  REQUIRE(place(one, prompt(1000, 10)).ok);
+  CHECK(place(one, prompt(2000, 1)).busy); // 10 wait against 0.1 x 80
+  one.prefilled(e1.key);
+  REQUIRE(place(one, prompt(3000, 1)).ok);  // nothing waited
+  REQUIRE(place(one, prompt(4000, 10)).ok); // 1 waited against 0.1 x 79
+  CHECK(place(one, prompt(5000, 1)).busy);  // 11 wait against 0.1 x 69
+  // An engine that reports far more of its cache free than the books say.
+  one.engine_reported({"a", {{0, 0, 1000}}});
+  CHECK(place(one, prompt(6000, 1)).ok);
   // Off with share 0; and workers of unknown size are never busy by it.
   cfg.queue_kv_share = 0;
   placement off{cfg, clk.fn(), 1};
