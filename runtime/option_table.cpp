@@ -291,7 +291,7 @@ std::vector<option_spec> make_specs() {
          "(0: no threshold)",
          "--router-queue-threshold 8192"),
     make("router-queue-kv-share", ot::number, "0.01",
-         "router: a worker also counts as busy when the prompt blocks "
+         "router, kv mode: a worker also counts as busy when the prompt blocks "
          "waiting behind the one it is computing exceed this share of the "
          "KV blocks its running requests leave free (waiting longer, a "
          "prompt's cached prefix is evicted before it is admitted); 0: off",

@@ -128,7 +128,11 @@ int64_t placement::unheld_blocks(const slot_info& s) const {
 
 bool placement::all_busy(const std::vector<candidate>& cands,
                          const route_request& req) const {
-  bool by_share = cfg_.queue_kv_share > 0 && req.role != "prefill";
+  // The KV share keeps cached prefixes alive until they are used: kv mode
+  // only (round-robin and random place blind to caches, as a plain load
+  // balancer does, and stay the baselines kv is measured against).
+  bool by_share =
+    cfg_.queue_kv_share > 0 && cfg_.mode == "kv" && req.role != "prefill";
   if (!cfg_.queue_threshold && !by_share)
     return false;
   auto bs = static_cast<double>(std::max(1u, block_size_));

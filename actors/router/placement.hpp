@@ -86,7 +86,7 @@ struct router_config {
   /// the worker's total less the router's books): past that, the blocks
   /// admitted ahead of a request queued there evict what it could have
   /// found cached. 0: off (here; --router-queue-kv-share defaults to
-  /// 0.01). Not for prefill-only placements.
+  /// 0.01). kv mode only; not for prefill-only placements.
   double queue_kv_share = 0;
   /// A prefix just routed counts as cached on its rank until its request is
   /// prefilled and for this long after (until its KV events arrive); and

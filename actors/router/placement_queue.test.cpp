@@ -44,7 +44,7 @@ TEST_CASE("placement: prompts waiting past their share of the free KV blocks "
           "[placement]") {
   manual_clock clk;
   router_config cfg;
-  cfg.mode = "round-robin";
+  cfg.mode = "kv";
   cfg.queue_kv_share = 0.1;
   placement p{cfg, clk.fn(), 1};
   p.add_worker(sized("a", 100));
@@ -61,6 +61,7 @@ TEST_CASE("placement: prompts waiting past their share of the free KV blocks "
   auto d4 = place(p, prompt(3000, 10));
   REQUIRE(d3.ok);
   REQUIRE(d4.ok);
+  REQUIRE(d3.worker_id != d4.worker_id);
   auto d5 = place(p, prompt(4000, 1));
   CHECK_FALSE(d5.ok);
   CHECK(d5.busy);
@@ -78,7 +79,14 @@ TEST_CASE("placement: prompts waiting past their share of the free KV blocks "
   // An engine that reports far more of its cache free than the books say.
   one.engine_reported({"a", {{0, 0, 1000}}});
   CHECK(place(one, prompt(6000, 1)).ok);
-  // Off with share 0; and workers of unknown size are never busy by it.
+  // Off with share 0, in the modes blind to caches, and for workers of
+  // unknown size.
+  cfg.mode = "round-robin";
+  placement blind{cfg, clk.fn(), 1};
+  blind.add_worker(sized("a", 100));
+  for (uint32_t i = 0; i < 4; ++i)
+    CHECK(place(blind, prompt(i * 1000, 20)).ok);
+  cfg.mode = "kv";
   cfg.queue_kv_share = 0;
   placement off{cfg, clk.fn(), 1};
   off.add_worker(sized("a", 100));
