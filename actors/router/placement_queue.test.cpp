@@ -40,7 +40,7 @@ cluster::worker_record sized(const std::string& id, uint64_t kv_blocks,
 } // namespace
 
 TEST_CASE("placement: prompts waiting past their share of the free KV blocks "
-          "make a rank busy; the one it computes does not count",
+          "make a rank busy, the one it computes does not count",
           "[placement]") {
   manual_clock clk;
   router_config cfg;
