@@ -177,8 +177,10 @@ struct cluster {
                                   std::to_string(grpc_port)};
     args.insert(args.end(), flags.begin(), flags.end());
     router = std::make_unique<child_process>(args);
+    // A router loading a 150,000-token tokenizer under ASan took more than
+    // 10 s to turn ready in a whole e2e run (alone: less).
     REQUIRE(eventually([&] { return http_get(router_status, "/ready") == 200; },
-                       10s));
+                       60s));
     // /ready means "frontends listening"; a first request sent now could
     // still find no worker. Wait (bounded, not required: some tests expect
     // workers to be refused) until the router knows every sidecar.
