@@ -164,7 +164,8 @@ def start_cluster(args, workers, mode, work):
 
 def router_decisions(status):
     """The router's placement counters: blocks of the prompts placed, of the
-    best overlap on offer and of the chosen rank's (where hits go)."""
+    best overlap on offer, of the chosen rank's and served by the engines
+    (where hits go), and the requests that lost 1,024+ chosen blocks."""
     import urllib.request
     out = {}
     try:
@@ -174,9 +175,12 @@ def router_decisions(status):
         return out
     for line in text.splitlines():
         for key, name in (("prompt", 'of="prompt"'), ("best", 'of="best_overlap"'),
-                          ("chosen", 'of="chosen_overlap"')):
+                          ("chosen", 'of="chosen_overlap"'), ("served", 'of="served"')):
             if line.startswith("outrider_router_placed_blocks_total{") and name in line:
                 out[key] = float(line.split()[-1])
+        if line.startswith("outrider_router_overlap_unserved_blocks_bucket{"):
+            le = line.split('le="')[1].split('"')[0]
+            out[f"unserved_le_{le}"] = float(line.split()[-1])
         if line.startswith("outrider_router_placement_choices_total{"):
             choice = line.split('choice="')[1].split('"')[0]
             out[choice] = float(line.split()[-1])
@@ -314,9 +318,17 @@ def print_point(m, scale, mode):
         # was chosen, what the engines served.
         print(f"{'':>6} {'':12} placed: best overlap on offer "
               f"{100 * d['best'] / d['prompt']:.1f}%, chosen "
-              f"{100 * d['chosen'] / d['prompt']:.1f}% of prompt blocks; "
+              f"{100 * d['chosen'] / d['prompt']:.1f}%, served "
+              f"{100 * d.get('served', 0) / d['prompt']:.1f}% of prompt blocks; "
               f"{d.get('less_overlap', 0):.0f} placements took less than "
-              f"the best", flush=True)
+              f"the best; {lost_big(d):.0f} requests lost 1,024+ chosen blocks",
+              flush=True)
+
+
+def lost_big(d):
+    """Requests whose engine served 1,024 or more blocks fewer than the
+    router chose (histogram buckets are cumulative)."""
+    return d.get("unserved_le_+Inf", 0) - d.get("unserved_le_1024", 0)
 
 
 MEANS = ["ok", "failed", "cached", "prompt", "hit", "of_ideal", "of_lru", "ttft_p50",

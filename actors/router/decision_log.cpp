@@ -1,10 +1,36 @@
 #include "actors/router/decision_log.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include <spdlog/spdlog.h>
 
 namespace outrider::router {
+
+namespace {
+
+const char* placed_help = "Blocks over all placements: of the prompts, of "
+                          "the best overlap on offer, of the chosen rank's "
+                          "overlap, and served from the engines' caches";
+
+} // namespace
+
+void decision_log::served(const route_decision& d, uint64_t cached_tokens) {
+  auto& m = runtime::global_metrics();
+  static auto& served = m.get_counter("outrider_router_placed_blocks_total",
+                                      placed_help, {{"of", "served"}});
+  // The chosen overlap the engine did not serve: evicted while the request
+  // waited in the engine's queue, or predicted blocks not there in time.
+  static auto& unserved = m.get_histogram(
+    "outrider_router_overlap_unserved_blocks",
+    "Per finished request: the chosen rank's overlap (blocks, predicted "
+    "ones included) minus the blocks its engine served from cache",
+    {0, 16, 64, 256, 1024, 4096});
+  auto blocks = cached_tokens / std::max(1u, d.block_size);
+  served.inc(blocks);
+  unserved.observe(static_cast<double>(
+    d.chosen_overlap_blocks > blocks ? d.chosen_overlap_blocks - blocks : 0));
+}
 
 decision_log::decision_log(size_t keep) : keep_(keep) {
   auto& m = runtime::global_metrics();
@@ -28,8 +54,7 @@ decision_log::decision_log(size_t keep) : keep_(keep) {
   // Where hits go: prompt blocks placed, the best overlap on offer and the
   // chosen rank's (predicted blocks included), against the cached tokens
   // the engines then report.
-  const char* blocks = "Blocks over all placements: of the prompts, of the "
-                       "best overlap on offer, of the chosen rank's overlap";
+  const auto* blocks = placed_help;
   prompt_blocks_ = &m.get_counter("outrider_router_placed_blocks_total", blocks,
                                   {{"of", "prompt"}});
   best_blocks_ = &m.get_counter("outrider_router_placed_blocks_total", blocks,

@@ -20,6 +20,10 @@ class decision_log {
   explicit decision_log(size_t keep = 40);
 
   void record(const route_decision& d);
+  /// What the engine then served from its cache for a placement (its first
+  /// attempt, finished): counted against the overlap the router chose.
+  /// Thread-safe (metrics only).
+  static void served(const route_decision& d, uint64_t cached_tokens);
   /// The last decisions, newest first.
   nlohmann::json recent() const;
 

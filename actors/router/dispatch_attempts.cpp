@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/router/decision_log.hpp"
 #include "actors/router/dispatcher.hpp"
 #include "cluster/engine/engine_adapter.hpp"
 #include "cluster/engine/engine_call.hpp"
@@ -224,6 +225,8 @@ class dispatcher::attempts::call final : public engine::generate_sink {
                 static_cast<double>(r.output_tokens - 1);
     r.prompt_tokens = static_cast<uint64_t>(req_.token_ids().ids_size());
     r.cached_tokens = out_.cached_tokens;
+    if (attempt_ == 0)
+      decision_log::served(d_, out_.cached_tokens);
     disp_.recent_.record(std::move(r));
   }
 

@@ -26,6 +26,14 @@ TEST_CASE("requests go to the worker that holds their prefix") {
   double cached = c.router_metric("outrider_router_cached_blocks_total");
   double prompt = c.router_metric("outrider_router_prompt_blocks_total");
   CHECK(cached / prompt >= 0.9 * 16.0 / 17.0);
+  // What the router chose, the engines served: nothing was evicted here.
+  auto placed = [&](const char* of) {
+    return c.router_metric(
+      std::string("outrider_router_placed_blocks_total{of=\"") + of + "\"}");
+  };
+  REQUIRE(eventually([&] { return placed("served") >= 18 * 16; }, 10s));
+  CHECK(placed("served") <= placed("chosen_overlap"));
+  CHECK(placed("served") >= 0.9 * placed("chosen_overlap"));
 }
 
 TEST_CASE("the router targets the data-parallel rank holding the prefix") {
