@@ -84,6 +84,8 @@ struct option_key {
   X(kv_overlap_score_weight, "kv-overlap-score-weight", number)                \
   X(kv_decode_weight, "kv-decode-weight", number)                              \
   X(kv_queue_weight, "kv-queue-weight", number)                                \
+  X(kv_evict_weight, "kv-evict-weight", number)                                \
+  X(kv_priority_overlap, "kv-priority-overlap", number)                        \
   X(kv_prediction_ttl, "kv-prediction-ttl", duration)                          \
   X(router_temperature, "router-temperature", number)                          \
   X(migration_limit, "migration-limit", integer)                               \

@@ -93,7 +93,13 @@ bool engine_core::submit(engine_request req, std::string* why) {
     r->context = fold_token(r->context, t);
   r->req = std::move(req);
   by_id_.emplace(r->req.id, r);
-  waiting_.push_back(r);
+  // Behind every waiting request of the same or a lower priority value.
+  auto at = waiting_.end();
+  if (cfg_.priority_scheduling)
+    at = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& w) {
+      return w->req.priority > r->req.priority;
+    });
+  waiting_.insert(at, r);
   return true;
 }
 

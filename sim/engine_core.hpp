@@ -19,6 +19,9 @@ struct engine_config {
   uint32_t max_batched_tokens = 8192;
   uint32_t max_model_len = 131072;
   uint32_t vocab_size = 32000;
+  /// vLLM's --scheduling-policy priority: waiting requests are admitted by
+  /// (priority, arrival), lower first; false: arrival order only.
+  bool priority_scheduling = false;
   /// Salt of the engine's block hashes: opaque, not the router's hash.
   uint64_t hash_salt = 0x9e3779b97f4a7c15ULL;
   timing_model timing;
@@ -34,6 +37,8 @@ struct engine_request {
   /// The prompt's KV arrives from a prefill engine: its full blocks are
   /// stored without computing them.
   bool kv_preloaded = false;
+  /// Lower is admitted first, with priority scheduling (vLLM's meaning).
+  int32_t priority = 0;
 };
 
 enum class finish_reason { none, length, stop, aborted };

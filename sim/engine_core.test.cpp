@@ -219,6 +219,38 @@ TEST_CASE("no more than max_num_seqs run at once") {
   run(core);
 }
 
+// The order in which requests get their first token, one running at a
+// time: three submitted together after the first.
+std::vector<std::string> first_token_order(bool priority_scheduling) {
+  auto cfg = small_config(256, 4);
+  cfg.max_num_seqs = 1;
+  cfg.priority_scheduling = priority_scheduling;
+  engine_core core{cfg};
+  auto busy = request("busy", tokens(1, 8), 1);
+  REQUIRE(core.submit(busy));
+  std::vector<std::string> order;
+  for (const auto& o : core.step().outputs) // "busy" runs first
+    order.push_back(o.request_id);
+  int32_t pri = 0;
+  for (const char* id : {"cold", "warm", "colder"}) {
+    auto r = request(id, tokens(100 + static_cast<uint32_t>(id[0]), 8), 1);
+    r.priority = std::string(id) == "warm" ? -1 : pri++;
+    REQUIRE(core.submit(r));
+  }
+  for (int i = 0; i < 100 && !core.idle(); ++i)
+    for (const auto& o : core.step().outputs)
+      order.push_back(o.request_id);
+  return order;
+}
+
+TEST_CASE("priority scheduling admits lower priority values first, in "
+          "arrival order among equals, and fcfs ignores priorities") {
+  CHECK(first_token_order(true) ==
+        std::vector<std::string>{"busy", "warm", "cold", "colder"});
+  CHECK(first_token_order(false) ==
+        std::vector<std::string>{"busy", "cold", "warm", "colder"});
+}
+
 TEST_CASE("step time follows the model") {
   auto cfg = small_config(1000, 4);
   cfg.max_batched_tokens = 8192;

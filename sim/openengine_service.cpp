@@ -71,6 +71,10 @@ class inference final : public oe::Inference::Service {
     engine_request req;
     if (auto st = to_request(*in, req); !st.ok())
       return st;
+    // A hint: honoured with priority scheduling, ignored without it.
+    auto pri = ctx->client_metadata().find("openengine-priority");
+    if (pri != ctx->client_metadata().end())
+      req.priority = std::stoi(std::string(pri->second.data(), pri->second.size()));
     bool prefill = cfg.engine_role_prefill();
     if (prefill)
       req.max_tokens = 1;

@@ -29,6 +29,7 @@ constexpr option_key<int64_t> max_num_seqs{"max-num-seqs"};
 constexpr option_key<int64_t> max_batched{"max-num-batched-tokens"};
 constexpr option_key<int64_t> max_model_len{"max-model-len"};
 constexpr option_key<int64_t> vocab_size{"vocab-size"};
+constexpr option_key<std::string> scheduling{"scheduling-policy"};
 constexpr option_key<double> speedup{"speedup"};
 constexpr option_key<bool> no_sleep{"no-sleep"};
 constexpr option_key<std::chrono::milliseconds> startup_delay{"startup-delay"};
@@ -106,6 +107,10 @@ std::vector<option_spec> make_specs() {
     integer("vocab-size", e.vocab_size,
             "token ids accepted and generated (the model's vocabulary)",
             "--vocab-size 151669", 2, 10000000),
+    spec("scheduling-policy", ot::string, "fcfs",
+         "admit waiting requests by arrival, or by (priority, arrival) "
+         "as vLLM's priority policy: lower first",
+         "--scheduling-policy priority", {"fcfs", "priority"}),
     number("speedup", c.speedup, "divide every modelled step time by this",
            "--speedup 10", 0.001, 1e9),
     spec("no-sleep", ot::boolean, "false",
@@ -207,6 +212,7 @@ std::string to_config(const runtime::options& o, sim_config& c) {
   c.engine.max_batched_tokens = static_cast<uint32_t>(o.get(key::max_batched));
   c.engine.max_model_len = static_cast<uint32_t>(o.get(key::max_model_len));
   c.engine.vocab_size = static_cast<uint32_t>(o.get(key::vocab_size));
+  c.engine.priority_scheduling = o.get(key::scheduling) == "priority";
   c.speedup = o.get(key::speedup);
   c.no_sleep = o.get(key::no_sleep);
   c.startup_delay_ms = o.get(key::startup_delay).count();

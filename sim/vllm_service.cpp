@@ -58,6 +58,11 @@ Status prepare(sim_engine& e, ServerContext* ctx,
     in.sampling().has_seed() ? static_cast<uint64_t>(in.sampling().seed()) : 0;
   out->stop_token_ids.assign(in.stopping().stop_token_ids().begin(),
                              in.stopping().stop_token_ids().end());
+  // As vLLM: a priority needs --scheduling-policy priority.
+  if (in.priority() != 0 && !cfg.engine.priority_scheduling)
+    return {StatusCode::INVALID_ARGUMENT,
+            "a priority needs --scheduling-policy priority"};
+  out->priority = in.priority();
   // Disaggregation through kv_transfer_params, like vLLM's connectors.
   const auto& params = in.kv().kv_transfer_params().fields();
   auto remote = params.find("do_remote_prefill");

@@ -164,9 +164,16 @@ class dispatcher::attempts::call final : public engine::generate_sink {
     auto endpoint = disp_.direct_ ? d_.engine_endpoint : d_.endpoint;
     auto dialect = disp_.direct_ ? engine::dialect_of(d_.protocol)
                                  : engine::dialect::openengine;
-    engine::start_generate(
-      disp_.channel_for(endpoint, !disp_.direct_), dialect, req_,
-      {{"openengine-target-dp-rank", std::to_string(d_.rank)}}, ctx_, *this);
+    std::vector<std::pair<std::string, std::string>> metadata{
+      {"openengine-target-dp-rank", std::to_string(d_.rank)}};
+    // A prompt mostly cached there goes ahead of the engine's queue
+    // (placement decides): waiting behind cold prompts, its prefix would be
+    // evicted before admission.
+    if (d_.priority != 0)
+      metadata.emplace_back("openengine-priority",
+                            std::to_string(d_.priority));
+    engine::start_generate(disp_.channel_for(endpoint, !disp_.direct_),
+                           dialect, req_, metadata, ctx_, *this);
   }
 
   void on_response(oe::GenerateResponse&& resp, uint32_t) override {

@@ -144,8 +144,9 @@ bool placement::all_busy(const std::vector<candidate>& cands,
     auto unheld = by_share ? unheld_blocks(s) : -1;
     if (unheld < 0)
       return false;
-    // The oldest prompt routed there is the one the engine is computing:
-    // only the prompts behind it wait (and lose their cached prefixes).
+    // The first prompt the engine admits of those routed there is the one
+    // it is computing: only those behind it wait (and lose their cached
+    // prefixes).
     auto computing = s.unprefilled.empty()
                        ? 0.0
                        : static_cast<double>(s.unprefilled.begin()->second);
@@ -165,9 +166,23 @@ std::vector<candidate> placement::candidates(const route_request& req) const {
         std::find(req.exclude.begin(), req.exclude.end(), info.worker_id) !=
           req.exclude.end())
       continue;
-    cands.push_back(candidate{s, 0, info.prefill_tokens, info.decode_blocks});
+    cands.push_back(candidate{s, 0, info.prefill_tokens, info.decode_blocks,
+                              free_blocks(s)});
   }
   return cands;
+}
+
+// What the rank's cache can take before it evicts: its blocks less those
+// the index says it caches and those its queued prompts will store.
+uint64_t placement::free_blocks(uint32_t slot) const {
+  const auto& s = slots_[slot];
+  auto total = engine_used(s) >= 0 && s.engine_total ? s.engine_total
+                                                     : s.record_total;
+  if (total == 0)
+    return UINT64_MAX;
+  auto queued = s.prefill_tokens / std::max(1u, block_size_);
+  auto taken = index_.held(slot) + queued;
+  return total - std::min<uint64_t>(total, taken);
 }
 
 selector_config placement::selector() const {
@@ -282,8 +297,12 @@ route_decision placement::place(const route_request& req) {
   // Blocks predicted there are computed by a request ahead of this one:
   // they are booked as cached.
   auto reused = std::max(overlap_blocks, d.chosen_overlap_blocks);
+  if (cfg_.mode == "kv" && cfg_.priority_overlap > 0 && prompt_blocks > 0 &&
+      overlap_blocks >= cfg_.priority_overlap * prompt_blocks)
+    d.priority = -1;
   booking b;
   b.slot = slot;
+  b.priority = d.priority;
   b.prefill_tokens = req.tokens.size() -
                      std::min<size_t>(req.tokens.size(), size_t{reused} * bs);
   b.decode_blocks = prompt_blocks - std::min(prompt_blocks, reused);
@@ -294,7 +313,7 @@ route_decision placement::place(const route_request& req) {
   d.ok = true;
   d.key = next_key_++;
   if (b.prefill_tokens)
-    info.unprefilled[d.key] = b.prefill_tokens;
+    info.unprefilled[{b.priority, d.key}] = b.prefill_tokens;
   d.slot = slot;
   bookings_[d.key] = std::move(b);
   d.worker_id = info.worker_id;
@@ -335,7 +354,7 @@ std::optional<uint32_t> placement::unbook(uint64_t key, bool finished) {
   auto slot = b.slot;
   if (!b.prefilled) {
     s.prefill_tokens -= std::min(s.prefill_tokens, b.prefill_tokens);
-    s.unprefilled.erase(key);
+    s.unprefilled.erase({b.priority, key});
     b.prefilled = true;
     settle(b);
   }

@@ -63,6 +63,9 @@ struct route_decision {
   double cost = 0;
   double best_overlap_cost = 0;
   uint64_t best_overlap_prefill_tokens = 0;
+  /// -1: mostly cached on the chosen rank, sent ahead of its engine's
+  /// waiting queue (router_config::priority_overlap); else 0.
+  int32_t priority = 0;
 };
 
 /// A batch of a worker rank's KV events from its sidecar.
@@ -88,6 +91,12 @@ struct router_config {
   /// found cached. 0: off (here; --router-queue-kv-share defaults to
   /// 0.01). kv mode only; not for prefill-only placements.
   double queue_kv_share = 0;
+  /// kv mode: a request whose chosen rank caches (by the index, not
+  /// predicted) at least this share of its prompt gets priority -1, ahead
+  /// of the engine's waiting queue, where its prefix would be evicted by
+  /// the prompts admitted before it. 0: off (engines need priority
+  /// scheduling).
+  double priority_overlap = 0;
   /// A prefix just routed counts as cached on its rank until its request is
   /// prefilled and for this long after (until its KV events arrive); and
   /// how many such blocks a rank may hold.
@@ -200,13 +209,15 @@ class placement {
     uint64_t engine_total = 0;
     uint64_t record_total = 0; // per rank, from the worker's record
     clock::time_point engine_at{};
-    // This router's bookings not prefilled yet, oldest first (key ->
-    // prefill tokens): the oldest is the prompt the engine is computing.
-    std::map<uint64_t, uint64_t> unprefilled;
+    // This router's bookings not prefilled yet, in the order the engine
+    // admits them ((priority, key) -> prefill tokens): the first is the
+    // prompt the engine is computing.
+    std::map<std::pair<int32_t, uint64_t>, uint64_t> unprefilled;
   };
   int64_t engine_used(const slot_info& s) const;
   /// KV blocks no running request holds on the rank (-1: unknown).
   int64_t unheld_blocks(const slot_info& s) const;
+  uint64_t free_blocks(uint32_t slot) const;
   /// Every candidate is past the queue threshold or its KV share.
   bool all_busy(const std::vector<candidate>& cands,
                 const route_request& req) const;
@@ -214,6 +225,7 @@ class placement {
     uint32_t slot = 0;
     uint64_t prefill_tokens = 0;
     uint64_t decode_blocks = 0;
+    int32_t priority = 0;
     bool prefilled = false;
     std::vector<uint64_t> pending; // its blocks counted in pending_
   };

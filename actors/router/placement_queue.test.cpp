@@ -109,3 +109,76 @@ TEST_CASE("placement: prefill-only placements are not held by the KV share",
   for (uint32_t i = 0; i < 3; ++i)
     CHECK(place(p, prompt(i * 1000, 20), "prefill").ok);
 }
+
+namespace {
+
+// Rank `id` reports the blocks of `tokens` as stored (4 tokens a block).
+void stored(placement& p, const std::string& id,
+            const std::vector<uint32_t>& tokens, uint64_t first_hash) {
+  worker_events ev;
+  ev.worker_id = id;
+  kv::block_stored s;
+  s.block_size = 4;
+  s.token_ids = tokens;
+  for (uint64_t i = 0; i < tokens.size() / 4; ++i)
+    s.block_hashes.push_back(first_hash + i);
+  ev.events.emplace_back(s);
+  REQUIRE(p.apply_events(ev));
+}
+
+std::vector<uint32_t> concat(std::vector<uint32_t> a,
+                             const std::vector<uint32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+} // namespace
+
+TEST_CASE("placement: a prompt mostly cached on its rank goes ahead of the "
+          "engine's queue, and the KV share then counts it as computed "
+          "first",
+          "[placement]") {
+  manual_clock clk;
+  router_config cfg;
+  cfg.mode = "kv";
+  cfg.priority_overlap = 0.5;
+  cfg.queue_kv_share = 0.1;
+  placement p{cfg, clk.fn(), 1};
+  p.add_worker(sized("a", 100));
+  auto cached = prompt(0, 6);
+  stored(p, "a", cached, 100);
+  // Cold: no priority. 6 of 8 blocks cached: ahead.
+  auto cold = place(p, prompt(5000, 20));
+  REQUIRE(cold.ok);
+  CHECK(cold.priority == 0);
+  auto warm = place(p, concat(cached, prompt(9000, 2)));
+  REQUIRE(warm.ok);
+  CHECK(warm.overlap_blocks == 6);
+  CHECK(warm.priority == -1);
+  // The warm prompt is computed first: the 20 cold blocks wait behind it,
+  // more than 0.1 x the free blocks.
+  CHECK(place(p, prompt(7000, 1)).busy);
+  p.prefilled(warm.key);
+  // Now the cold one is computed and nothing waits.
+  CHECK(place(p, prompt(7000, 1)).ok);
+  // 2 of 8 cached: not enough; predicted blocks do not count.
+  auto some = place(p, concat(prompt(0, 2), prompt(8000, 6)));
+  CHECK(some.priority == 0);
+  auto predicted = place(p, prompt(5000, 20));
+  CHECK(predicted.chosen_overlap_blocks == 20);
+  CHECK(predicted.priority == 0);
+  // Off, or not kv mode: never.
+  for (auto [mode, share] : {std::pair<const char*, double>{"kv", 0.0},
+                             {"round-robin", 0.5}}) {
+    router_config other = cfg;
+    other.mode = mode;
+    other.priority_overlap = share;
+    other.queue_kv_share = 0;
+    placement q{other, clk.fn(), 1};
+    q.add_worker(sized("a", 100));
+    stored(q, "a", cached, 100);
+    auto d = place(q, concat(cached, prompt(9000, 2)));
+    REQUIRE(d.ok);
+    CHECK(d.priority == 0);
+  }
+}

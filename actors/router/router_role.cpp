@@ -65,18 +65,30 @@ struct router_parts {
   std::thread readiness; // --role all: waits for its own workers
 };
 
+// --role all runs its simulated engines with priority scheduling, so
+// there the share has a default of its own.
+double priority_overlap(const runtime::options& o) {
+  if (o.get(opt::role) == "all" &&
+      o.source(opt::kv_priority_overlap) ==
+        runtime::option_source::default_value)
+    return 0.5;
+  return o.get(opt::kv_priority_overlap);
+}
+
 router_config router_config_from(const runtime::options& o) {
   router_config rc;
   rc.mode = o.get(opt::router_mode);
   rc.selector.overlap_score_weight = o.get(opt::kv_overlap_score_weight);
   rc.selector.decode_weight = o.get(opt::kv_decode_weight);
   rc.selector.queue_weight = o.get(opt::kv_queue_weight);
+  rc.selector.evict_weight = o.get(opt::kv_evict_weight);
   rc.selector.temperature = o.get(opt::router_temperature);
   rc.prediction_ttl = o.get(opt::kv_prediction_ttl);
   rc.model = o.get(opt::served_model);
   if (o.get(opt::router_queue_threshold) > 0)
     rc.queue_threshold = o.get(opt::router_queue_threshold);
   rc.queue_kv_share = o.get(opt::router_queue_kv_share);
+  rc.priority_overlap = priority_overlap(o);
   return rc;
 }
 
@@ -312,7 +324,9 @@ std::vector<runtime::child_spec> all_children(runtime::role_context& ctx) {
                  "--block-size",
                  "16",
                  "--num-gpu-blocks-override",
-                 std::to_string(o.get(opt::sim_kv_blocks))};
+                 std::to_string(o.get(opt::sim_kv_blocks)),
+                 "--scheduling-policy",
+                 "priority"};
   // With a tokenizer the simulated engines speak its vocabulary.
   if (const auto& dir = o.get(opt::tokenizer); !dir.empty()) {
     std::string why;

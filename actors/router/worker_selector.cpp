@@ -12,7 +12,15 @@ double cost(const candidate& c, uint32_t prompt_blocks,
                       : 0.0;
   double queued =
     static_cast<double>(c.active_prefill_tokens) / std::max(1u, cfg.block_size);
-  double prefill = uncached + cfg.queue_weight * queued;
+  // On a full cache every new block evicts a cached one, which may be the
+  // prefix of a later prompt: computing elsewhere what is cached here costs
+  // more than the compute.
+  double evicted =
+    c.free_blocks == UINT64_MAX
+      ? 0.0
+      : std::max(0.0, uncached - static_cast<double>(c.free_blocks));
+  double prefill =
+    uncached + cfg.evict_weight * evicted + cfg.queue_weight * queued;
   // Cached blocks are held already: only the new ones add to decode load.
   double decode = static_cast<double>(c.active_decode_blocks) + uncached;
   return cfg.overlap_score_weight * prefill + cfg.decode_weight * decode;

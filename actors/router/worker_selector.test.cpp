@@ -52,6 +52,30 @@ TEST_CASE("the decode weight scales the decode load against the prefill") {
   CHECK(cost(c[0], 10, cfg) == Approx(6.25));
 }
 
+TEST_CASE("on full caches the evict weight keeps a prompt where its prefix "
+          "is instead of computing it again elsewhere") {
+  std::mt19937_64 rng{1};
+  selector_config cfg;
+  cfg.block_size = 16;
+  cfg.queue_weight = 0.25;
+  cfg.decode_weight = 0;
+  // Slot 0 caches 40 of the 100 blocks but has 200 blocks queued; slot 1
+  // is idle. Both caches are full.
+  std::vector<candidate> c{{0, 40, 3200, 0, 0}, {1, 0, 0, 0, 0}};
+  CHECK(cost(c[0], 100, cfg) == Approx(60 + 50));
+  CHECK(select_worker(c, 100, cfg, rng)->slot == 1); // 110 vs 100
+  cfg.evict_weight = 1.5; // 60 + 90 + 50 vs 100 + 150
+  CHECK(cost(c[0], 100, cfg) == Approx(200));
+  CHECK(select_worker(c, 100, cfg, rng)->slot == 0);
+  // Room left in slot 1's cache: its new blocks evict nothing.
+  c[1].free_blocks = 100;
+  CHECK(cost(c[1], 100, cfg) == Approx(100));
+  CHECK(select_worker(c, 100, cfg, rng)->slot == 1);
+  // Unknown room (no total from the worker): no eviction term.
+  c[1].free_blocks = UINT64_MAX;
+  CHECK(cost(c[1], 100, cfg) == Approx(100));
+}
+
 TEST_CASE("ties are broken at random, temperature samples") {
   std::mt19937_64 rng{7};
   selector_config cfg;

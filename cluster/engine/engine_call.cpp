@@ -1,5 +1,9 @@
 #include "cluster/engine/engine_call.hpp"
 
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+
 #include "cluster/engine/sglang_translate.hpp"
 #include "cluster/engine/vllm_translate.hpp"
 #include "openengine.grpc.pb.h"
@@ -53,10 +57,11 @@ class openengine_call final
 class vllm_call final : public grpc::ClientReadReactor<vllm::GenerateResponse> {
  public:
   vllm_call(const std::shared_ptr<grpc::Channel>& ch,
-            const oe::GenerateRequest& req, grpc::ClientContext& ctx,
-            generate_sink& sink)
+            const oe::GenerateRequest& req, int32_t priority,
+            grpc::ClientContext& ctx, generate_sink& sink)
     : stub_(vllm::Inference::NewStub(ch)), req_(to_vllm(req)),
       translator_(req.request_id()), sink_(sink) {
+    req_.set_priority(priority);
     stub_->async()->GenerateStream(&ctx, &req_, this);
     StartRead(&resp_);
     StartCall();
@@ -144,6 +149,7 @@ void start_generate(
   const std::vector<std::pair<std::string, std::string>>& metadata,
   grpc::ClientContext& ctx, generate_sink& sink) {
   int rank = -1;
+  int32_t priority = 0; // vLLM's takes it in the body; SGLang's: dropped
   for (const auto& [k, v] : metadata) {
     if (d == dialect::openengine)
       ctx.AddMetadata(k, v);
@@ -151,6 +157,17 @@ void start_generate(
       ctx.AddMetadata("x-data-parallel-rank", v);
     else if (k == "openengine-target-dp-rank")
       rank = std::atoi(v.c_str());
+    else if (k == "openengine-priority" && d == dialect::vllm) {
+      char* end = nullptr;
+      errno = 0;
+      auto p = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || errno == ERANGE || p < INT32_MIN ||
+          p > INT32_MAX)
+        return sink.on_done({grpc::StatusCode::INVALID_ARGUMENT,
+                             "metadata 'openengine-priority' must be an "
+                             "integer"});
+      priority = static_cast<int32_t>(p);
+    }
   }
   if (d == dialect::sglang) {
     if (req.has_prompt())
@@ -173,7 +190,7 @@ void start_generate(
   if (req.kv().has_session())
     return sink.on_done({grpc::StatusCode::UNIMPLEMENTED,
                          "KV sessions are not passed to vLLM engines yet"});
-  new vllm_call(ch, req, ctx, sink);
+  new vllm_call(ch, req, priority, ctx, sink);
 }
 
 bool transport_broke(const grpc::Status& st) {

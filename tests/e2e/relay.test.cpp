@@ -106,6 +106,45 @@ TEST_CASE("a relayed stream equals the engine's tokens, for both protocols") {
   CHECK(info.capacity().kv_block_size() == 4);
 }
 
+TEST_CASE("the relay passes a priority on: in the body to vLLM engines, as "
+          "metadata to OpenEngine ones") {
+  auto protocol = GENERATE(std::string{"vllm"}, std::string{"openengine"});
+  auto policy = GENERATE(std::string{"fcfs"}, std::string{"priority"});
+  sim_process::options o;
+  o.extra = {"--scheduling-policy", policy};
+  sim_process sim{o};
+  REQUIRE(sim.wait_serving(10s));
+  sidecar_process side{
+    sim.endpoint(), nullptr, {"--engine-protocol", protocol}};
+  REQUIRE(eventually([&] { return ready(side); }, 10s));
+  auto stub = oe::Inference::NewStub(channel_to(side.relay_endpoint()));
+  auto call = [&](const char* priority) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+    if (priority)
+      ctx.AddMetadata("openengine-priority", priority);
+    auto reader = stub->Generate(&ctx, request({7, 8, 9, 10, 11}, 2));
+    oe::GenerateResponse resp;
+    while (reader->Read(&resp)) {
+    }
+    return reader->Finish();
+  };
+  CHECK(call(nullptr).ok());
+  auto st = call("-1");
+  INFO(protocol << " " << policy << ": " << st.error_message());
+  // vLLM refuses a priority it cannot schedule by, as the real one does:
+  // the refusal shows the priority reached the engine. OpenEngine takes it
+  // as a hint.
+  if (protocol == "vllm" && policy == "fcfs")
+    CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  else
+    CHECK(st.ok());
+  // A malformed one is refused, by the engine (OpenEngine) or the relay.
+  CHECK(call("high").error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(call("99999999999").error_code() ==
+        grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 TEST_CASE("cancelling a relayed stream aborts the request on the engine") {
   auto protocol = GENERATE(std::string{"vllm"}, std::string{"openengine"},
                            std::string{"sglang"});
