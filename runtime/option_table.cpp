@@ -270,7 +270,7 @@ std::vector<option_spec> make_specs() {
          "router: extra weight of a prompt's uncached blocks that evict "
          "cached ones on a full cache (a prefix computed again elsewhere "
          "pushes out what later prompts would reuse)",
-         "--kv-evict-weight 1.5"),
+         "--kv-evict-weight 0"),
     make("kv-priority-overlap", ot::number, "0",
          "router, kv mode: a request whose chosen rank caches at least this "
          "share of its prompt is sent with priority -1, ahead of the "
