@@ -267,16 +267,13 @@ std::vector<option_spec> make_specs() {
          "than its own prefill time, it frees the rank for others)",
          "--kv-queue-weight 1"),
     make("kv-evict-weight", ot::number, "1.5",
-         "router: extra weight of a prompt's uncached blocks that evict "
-         "cached ones on a full cache (a prefix computed again elsewhere "
-         "pushes out what later prompts would reuse)",
+         "router: extra weight of uncached prompt blocks that evict cached "
+         "ones from a full cache",
          "--kv-evict-weight 0"),
     make("kv-priority-overlap", ot::number, "0",
-         "router, kv mode: a request whose chosen rank caches at least this "
-         "share of its prompt is sent with priority -1, ahead of the "
-         "engine's waiting queue, so that its prefix is not evicted while it "
-         "waits (engines need priority scheduling: vLLM --scheduling-policy "
-         "priority); 0: off. --role all: 0.5 unless given",
+         "router, kv mode: a request whose rank caches this share of its "
+         "prompt gets priority -1, ahead of the engine's queue (engines need "
+         "priority scheduling); 0: off; --role all: 0.5 unless given",
          "--kv-priority-overlap 0.5"),
     make("kv-prediction-ttl", ot::duration, "5s",
          "router: how long a prefilled prompt counts as cached on its rank "

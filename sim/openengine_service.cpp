@@ -74,7 +74,8 @@ class inference final : public oe::Inference::Service {
     // A hint: honoured with priority scheduling, ignored without it.
     auto pri = ctx->client_metadata().find("openengine-priority");
     if (pri != ctx->client_metadata().end())
-      req.priority = std::stoi(std::string(pri->second.data(), pri->second.size()));
+      req.priority =
+        std::stoi(std::string(pri->second.data(), pri->second.size()));
     bool prefill = cfg.engine_role_prefill();
     if (prefill)
       req.max_tokens = 1;

@@ -170,10 +170,9 @@ class dispatcher::attempts::call final : public engine::generate_sink {
     // (placement decides): waiting behind cold prompts, its prefix would be
     // evicted before admission.
     if (d_.priority != 0)
-      metadata.emplace_back("openengine-priority",
-                            std::to_string(d_.priority));
-    engine::start_generate(disp_.channel_for(endpoint, !disp_.direct_),
-                           dialect, req_, metadata, ctx_, *this);
+      metadata.emplace_back("openengine-priority", std::to_string(d_.priority));
+    engine::start_generate(disp_.channel_for(endpoint, !disp_.direct_), dialect,
+                           req_, metadata, ctx_, *this);
   }
 
   void on_response(oe::GenerateResponse&& resp, uint32_t) override {

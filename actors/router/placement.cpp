@@ -117,9 +117,15 @@ int64_t placement::engine_used(const slot_info& s) const {
            : -1;
 }
 
+// The engine's fresh report, else the worker's record (0: unknown).
+uint64_t placement::total_blocks(const slot_info& s) const {
+  return engine_used(s) >= 0 && s.engine_total ? s.engine_total
+                                               : s.record_total;
+}
+
 int64_t placement::unheld_blocks(const slot_info& s) const {
   auto used = engine_used(s);
-  auto total = used >= 0 && s.engine_total ? s.engine_total : s.record_total;
+  auto total = total_blocks(s);
   if (total == 0)
     return -1;
   auto held = used >= 0 ? static_cast<uint64_t>(used) : s.decode_blocks;
@@ -166,8 +172,8 @@ std::vector<candidate> placement::candidates(const route_request& req) const {
         std::find(req.exclude.begin(), req.exclude.end(), info.worker_id) !=
           req.exclude.end())
       continue;
-    cands.push_back(candidate{s, 0, info.prefill_tokens, info.decode_blocks,
-                              free_blocks(s)});
+    cands.push_back(
+      candidate{s, 0, info.prefill_tokens, info.decode_blocks, free_blocks(s)});
   }
   return cands;
 }
@@ -176,8 +182,7 @@ std::vector<candidate> placement::candidates(const route_request& req) const {
 // the index says it caches and those its queued prompts will store.
 uint64_t placement::free_blocks(uint32_t slot) const {
   const auto& s = slots_[slot];
-  auto total = engine_used(s) >= 0 && s.engine_total ? s.engine_total
-                                                     : s.record_total;
+  auto total = total_blocks(s);
   if (total == 0)
     return UINT64_MAX;
   auto queued = s.prefill_tokens / std::max(1u, block_size_);

@@ -215,6 +215,7 @@ class placement {
     std::map<std::pair<int32_t, uint64_t>, uint64_t> unprefilled;
   };
   int64_t engine_used(const slot_info& s) const;
+  uint64_t total_blocks(const slot_info& s) const;
   /// KV blocks no running request holds on the rank (-1: unknown).
   int64_t unheld_blocks(const slot_info& s) const;
   uint64_t free_blocks(uint32_t slot) const;

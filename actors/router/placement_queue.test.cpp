@@ -168,8 +168,8 @@ TEST_CASE("placement: a prompt mostly cached on its rank goes ahead of the "
   CHECK(predicted.chosen_overlap_blocks == 20);
   CHECK(predicted.priority == 0);
   // Off, or not kv mode: never.
-  for (auto [mode, share] : {std::pair<const char*, double>{"kv", 0.0},
-                             {"round-robin", 0.5}}) {
+  for (auto [mode, share] :
+       {std::pair<const char*, double>{"kv", 0.0}, {"round-robin", 0.5}}) {
     router_config other = cfg;
     other.mode = mode;
     other.priority_overlap = share;

@@ -68,9 +68,8 @@ struct router_parts {
 // --role all runs its simulated engines with priority scheduling, so
 // there the share has a default of its own.
 double priority_overlap(const runtime::options& o) {
-  if (o.get(opt::role) == "all" &&
-      o.source(opt::kv_priority_overlap) ==
-        runtime::option_source::default_value)
+  if (o.get(opt::role) == "all" && o.source(opt::kv_priority_overlap) ==
+                                     runtime::option_source::default_value)
     return 0.5;
   return o.get(opt::kv_priority_overlap);
 }

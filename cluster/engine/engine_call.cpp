@@ -1,6 +1,6 @@
 #include "cluster/engine/engine_call.hpp"
 
-#include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstdlib>
 
@@ -158,15 +158,11 @@ void start_generate(
     else if (k == "openengine-target-dp-rank")
       rank = std::atoi(v.c_str());
     else if (k == "openengine-priority" && d == dialect::vllm) {
-      char* end = nullptr;
-      errno = 0;
-      auto p = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || errno == ERANGE || p < INT32_MIN ||
-          p > INT32_MAX)
+      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), priority);
+      if (v.empty() || ec != std::errc{} || end != v.data() + v.size())
         return sink.on_done({grpc::StatusCode::INVALID_ARGUMENT,
                              "metadata 'openengine-priority' must be an "
                              "integer"});
-      priority = static_cast<int32_t>(p);
     }
   }
   if (d == dialect::sglang) {

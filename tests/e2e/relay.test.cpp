@@ -141,8 +141,7 @@ TEST_CASE("the relay passes a priority on: in the body to vLLM engines, as "
     CHECK(st.ok());
   // A malformed one is refused, by the engine (OpenEngine) or the relay.
   CHECK(call("high").error_code() == grpc::StatusCode::INVALID_ARGUMENT);
-  CHECK(call("99999999999").error_code() ==
-        grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(call("99999999999").error_code() == grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST_CASE("cancelling a relayed stream aborts the request on the engine") {
