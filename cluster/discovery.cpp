@@ -57,6 +57,8 @@ std::string to_json(const worker_record& r) {
   };
   if (!r.bootstrap_endpoint.empty())
     j["bootstrap_endpoint"] = r.bootstrap_endpoint;
+  if (!r.lora_adapters.empty())
+    j["lora_adapters"] = r.lora_adapters;
   return j.dump();
 }
 
@@ -99,6 +101,18 @@ std::optional<worker_record> record_from_json(const std::string& text,
     return fail("bootstrap_endpoint is not a string");
   if (!r.bootstrap_endpoint.empty() && !valid_host_port(r.bootstrap_endpoint))
     return fail("bootstrap_endpoint is not host:port");
+  if (auto a = j.find("lora_adapters"); a != j.end()) {
+    if (!a->is_array() || a->size() > max_lora_adapters)
+      return fail("lora_adapters is not a list of at most " +
+                  std::to_string(max_lora_adapters) + " names");
+    for (const auto& n : *a) {
+      if (!n.is_string() || n.get_ref<const std::string&>().empty() ||
+          n.get_ref<const std::string&>().size() > max_lora_name_bytes)
+        return fail("an adapter name is not a string of 1 to " +
+                    std::to_string(max_lora_name_bytes) + " bytes");
+      r.lora_adapters.push_back(n.get<std::string>());
+    }
+  }
   if (r.role != "aggregated" && r.role != "prefill" && r.role != "decode")
     return fail("unknown role '" + r.role + "'");
   if (!num("kv_block_size", r.kv_block_size) || r.kv_block_size == 0 ||

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/engine/engine_info.hpp"
 #include "runtime/errors.hpp"
 
 namespace outrider::cluster {
@@ -27,12 +28,17 @@ struct worker_record {
   uint64_t total_kv_blocks = 0;
   uint32_t data_parallel_size = 1;
   std::string version;
+  /// The LoRA adapters the engine serves (OpenEngine `ListLoras`), by name.
+  std::vector<std::string> lora_adapters;
 };
 
 /// Records advertising more ranks are refused (each rank costs the router
 /// a slot); so are record files over `max_record_bytes`.
 inline constexpr uint32_t max_data_parallel_size = 1024;
 inline constexpr size_t max_record_bytes = 64 * 1024;
+/// Records naming more adapters, or longer names, are refused.
+using engine::max_lora_adapters;
+using engine::max_lora_name_bytes;
 
 std::string to_json(const worker_record& r);
 /// Parses and validates a record; nullopt (with `why`) when malformed.

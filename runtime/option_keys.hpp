@@ -85,6 +85,10 @@ struct option_key {
   X(kv_decode_weight, "kv-decode-weight", number)                              \
   X(kv_queue_weight, "kv-queue-weight", number)                                \
   X(kv_evict_weight, "kv-evict-weight", number)                                \
+  X(kv_cpu_weight, "kv-cpu-weight", number)                                    \
+  X(kv_storage_weight, "kv-storage-weight", number)                            \
+  X(kv_credit_remote, "kv-credit-remote", boolean)                             \
+  X(kv_slot_cap, "kv-slot-cap", integer)                                       \
   X(kv_priority_overlap, "kv-priority-overlap", number)                        \
   X(kv_prediction_ttl, "kv-prediction-ttl", duration)                          \
   X(router_temperature, "router-temperature", number)                          \

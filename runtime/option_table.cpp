@@ -270,6 +270,24 @@ std::vector<option_spec> make_specs() {
          "router: extra weight of uncached prompt blocks that evict cached "
          "ones from a full cache",
          "--kv-evict-weight 0"),
+    make("kv-cpu-weight", ot::number, "0.8",
+         "router: what a prompt block held only in a worker's CPU offload "
+         "tier is worth against one on its GPU (1.0): loaded back, not "
+         "computed",
+         "--kv-cpu-weight 0.5"),
+    make("kv-storage-weight", ot::number, "0.25",
+         "router: the same for a block held only in a storage tier (disk, "
+         "object store)",
+         "--kv-storage-weight 0"),
+    make("kv-credit-remote", ot::boolean, "false",
+         "router: credit a worker with copies its engine reports on a REMOTE "
+         "tier or another owner's tier (off: only its own)",
+         "--kv-credit-remote"),
+    make("kv-slot-cap", ot::integer, "1048576",
+         "router: the most blocks the index keeps per rank and offload tier "
+         "(and on GPU when the worker reports no total), oldest dropped "
+         "first: a publisher that never removes cannot grow it",
+         "--kv-slot-cap 200000", {}, 1, int64_t{1} << 32),
     make("kv-priority-overlap", ot::number, "0",
          "router, kv mode: a request whose rank caches this share of its "
          "prompt gets priority -1, ahead of the engine's queue (engines need "

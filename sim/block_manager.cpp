@@ -76,7 +76,8 @@ void block_manager::release(int32_t id) {
 
 bool block_manager::commit(int32_t id, uint64_t hash,
                            std::optional<uint64_t> parent,
-                           std::vector<uint32_t> tokens) {
+                           std::vector<uint32_t> tokens,
+                           kv::block_identity identity) {
   auto& b = blocks_[id];
   if (b.cached || index_.count(hash))
     return false;
@@ -84,6 +85,7 @@ bool block_manager::commit(int32_t id, uint64_t hash,
   b.hash = hash;
   b.parent = parent;
   b.tokens = std::move(tokens);
+  b.identity = std::move(identity);
   index_.emplace(hash, id);
   return true;
 }
@@ -111,7 +113,12 @@ std::vector<cached_block> block_manager::snapshot() const {
   out.reserve(index_.size());
   for (const auto& [hash, id] : index_) {
     const auto& b = blocks_[id];
-    out.push_back(cached_block{hash, b.parent, b.tokens});
+    cached_block c;
+    c.hash = hash;
+    c.parent = b.parent;
+    c.token_ids = b.tokens;
+    c.identity = b.identity;
+    out.push_back(std::move(c));
   }
   return out;
 }

@@ -52,7 +52,7 @@ class block_manager {
   /// under `hash` unless that hash is cached already. Returns true when it
   /// became the cached copy.
   bool commit(int32_t block, uint64_t hash, std::optional<uint64_t> parent,
-              std::vector<uint32_t> tokens);
+              std::vector<uint32_t> tokens, kv::block_identity identity = {});
 
   /// Forgets every cached hash (prefix-cache reset); blocks in use stay
   /// allocated but uncached. Records AllBlocksCleared.
@@ -73,6 +73,7 @@ class block_manager {
     uint64_t hash = 0;
     std::optional<uint64_t> parent;
     std::vector<uint32_t> tokens;
+    kv::block_identity identity;
     std::list<int32_t>::iterator lru_pos;
   };
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <xxhash.h>
 
+#include "cluster/kv/block_hash.hpp"
+
 namespace outrider::sim {
 
 namespace {
@@ -129,10 +131,28 @@ void engine_core::free_blocks(request_state& r) {
   r.committed = 0;
 }
 
-uint64_t engine_core::block_hash(std::optional<uint64_t> parent,
+namespace {
+
+// vLLM's extra keys of a block (docs/wire.md, "extra_keys"): the adapter's
+// name on every block, the salt on the first.
+kv::block_extra extra_keys_of(const engine_request& req, size_t block) {
+  kv::block_extra ex;
+  if (!req.lora.empty())
+    ex.push_back({kv::extra_key::kind::text, req.lora, 0});
+  if (block == 0 && !req.cache_salt.empty())
+    ex.push_back({kv::extra_key::kind::text, req.cache_salt, 0});
+  return ex;
+}
+
+} // namespace
+
+uint64_t engine_core::block_hash(const request_state& r, size_t block,
+                                 std::optional<uint64_t> parent,
                                  const uint32_t* tokens) const {
-  return XXH3_64bits_withSeed(tokens, cfg_.block_size * sizeof(uint32_t),
-                              cfg_.hash_salt ^ splitmix(parent.value_or(0)));
+  auto seed = cfg_.hash_salt ^ splitmix(parent.value_or(0));
+  if (!r.req.lora.empty() || (block == 0 && !r.req.cache_salt.empty()))
+    seed ^= splitmix(kv::extra_digest(extra_keys_of(r.req, block)));
+  return XXH3_64bits_withSeed(tokens, cfg_.block_size * sizeof(uint32_t), seed);
 }
 
 std::vector<uint64_t>
@@ -143,7 +163,8 @@ engine_core::full_block_hashes(const request_state& r) const {
     std::optional<uint64_t> parent;
     if (b > 0)
       parent = out[b - 1];
-    out.push_back(block_hash(parent, r.tokens.data() + b * cfg_.block_size));
+    out.push_back(
+      block_hash(r, b, parent, r.tokens.data() + b * cfg_.block_size));
   }
   return out;
 }
@@ -206,13 +227,21 @@ bool engine_core::admit(
 
 void engine_core::commit_full_blocks(request_state& r) {
   size_t full = r.computed / cfg_.block_size;
-  block_stored run;
-  run.block_size = cfg_.block_size;
+  auto fresh_run = [&] {
+    block_stored s;
+    s.block_size = cfg_.block_size;
+    s.lora_name = r.req.lora;
+    return s;
+  };
+  block_stored run = fresh_run();
+  bool extras = false;
   auto flush = [&] {
+    if (!extras)
+      run.extra_keys.clear();
     if (!run.block_hashes.empty())
       blocks_.record(std::move(run));
-    run = block_stored{};
-    run.block_size = cfg_.block_size;
+    run = fresh_run();
+    extras = false;
   };
   for (size_t b = r.committed; b < full; ++b) {
     std::optional<uint64_t> parent;
@@ -220,13 +249,21 @@ void engine_core::commit_full_blocks(request_state& r) {
       parent = r.hashes[b - 1];
     if (r.hashes.size() <= b)
       r.hashes.push_back(
-        block_hash(parent, r.tokens.data() + b * cfg_.block_size));
+        block_hash(r, b, parent, r.tokens.data() + b * cfg_.block_size));
     auto first = r.tokens.begin() + static_cast<ptrdiff_t>(b * cfg_.block_size);
     std::vector<uint32_t> toks(first, first + cfg_.block_size);
-    if (blocks_.commit(r.blocks[b], r.hashes[b], parent, toks)) {
+    auto ex = extra_keys_of(r.req, b);
+    kv::block_identity id{r.req.lora, {}};
+    if (!ex.empty() && !r.req.lora.empty())
+      id.extra.assign(ex.begin() + 1, ex.end());
+    else
+      id.extra = ex;
+    if (blocks_.commit(r.blocks[b], r.hashes[b], parent, toks, id)) {
       if (run.block_hashes.empty())
         run.parent_block_hash = parent;
       run.block_hashes.push_back(r.hashes[b]);
+      extras |= !ex.empty();
+      run.extra_keys.push_back(std::move(ex));
       run.token_ids.insert(run.token_ids.end(), toks.begin(), toks.end());
     } else {
       flush();

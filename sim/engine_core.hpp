@@ -39,6 +39,11 @@ struct engine_request {
   bool kv_preloaded = false;
   /// Lower is admitted first, with priority scheduling (vLLM's meaning).
   int32_t priority = 0;
+  /// The LoRA adapter and the tenant's cache salt: as in vLLM, they key the
+  /// request's KV (the adapter every block, the salt the first and so the
+  /// chain), and its KV events carry them (lora_name, extra_keys).
+  std::string lora;
+  std::string cache_salt;
 };
 
 enum class finish_reason { none, length, stop, aborted };
@@ -124,7 +129,8 @@ class engine_core {
   void free_blocks(request_state& r);
   void commit_full_blocks(request_state& r);
   std::vector<uint64_t> full_block_hashes(const request_state& r) const;
-  uint64_t block_hash(std::optional<uint64_t> parent,
+  uint64_t block_hash(const request_state& r, size_t block,
+                      std::optional<uint64_t> parent,
                       const uint32_t* tokens) const;
   bool admit(const request_ptr& r, uint32_t& budget,
              std::vector<std::pair<request_ptr, uint32_t>>& scheduled);

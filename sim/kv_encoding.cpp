@@ -37,66 +37,174 @@ void pack_hashes(packer& pk, const std::vector<uint64_t>& hs, hash_format f) {
     pack_hash(pk, h, f);
 }
 
-// Field order is the declaration order of WIRE.md; maps carry the same
-// fields by name.
+void pack_opt_str(packer& pk, const std::string& s) {
+  if (s.empty())
+    pk.pack_nil();
+  else
+    pack_str(pk, s);
+}
+
+void pack_extra(packer& pk, const std::vector<kv::block_extra>& extra) {
+  pk.pack_array(static_cast<uint32_t>(extra.size()));
+  for (const auto& ex : extra) {
+    if (ex.empty()) {
+      pk.pack_nil();
+      continue;
+    }
+    pk.pack_array(static_cast<uint32_t>(ex.size()));
+    for (const auto& k : ex)
+      switch (k.k) {
+      case kv::extra_key::kind::text:
+        pack_str(pk, k.value);
+        break;
+      case kv::extra_key::kind::media:
+        pk.pack_array(2);
+        pack_str(pk, k.value);
+        pk.pack_int64(k.offset);
+        break;
+      case kv::extra_key::kind::digest:
+        pk.pack_bin(static_cast<uint32_t>(k.value.size()));
+        pk.pack_bin_body(k.value.data(), static_cast<uint32_t>(k.value.size()));
+        break;
+      }
+  }
+}
+
+// A field of an event: by name in a map, by position in an array.
+struct field_writer {
+  packer& pk;
+  bool map;
+  void name(const char* n) {
+    if (map)
+      pack_str(pk, n);
+  }
+};
+
+// Field order is vLLM's declaration order (docs/wire.md, "KV events"):
+// the fields before `extra_keys` are required and always written; the
+// defaulted ones after it are written when set (msgspec's omit_defaults),
+// and in the array form up to the last one set, nil before it.
 void pack_event(packer& pk, const kv_event& ev, event_encoding enc,
                 hash_format f) {
   bool map = enc == event_encoding::map;
+  field_writer w{pk, map};
   if (auto* s = std::get_if<block_stored>(&ev)) {
-    if (map) {
-      pk.pack_map(8);
-      pack_str(pk, "type");
-    } else {
-      pk.pack_array(8);
-    }
+    bool opt[7] = {!s->extra_keys.empty(),
+                   s->group_idx.has_value(),
+                   !s->spec_kind.empty(),
+                   s->sliding_window.has_value(),
+                   s->locality != kv::locality::unspecified,
+                   !s->ownership.empty(),
+                   !s->session_id.empty()};
+    size_t last = 0; // optional fields written (array: up to the last set)
+    size_t set = 0;
+    for (size_t i = 0; i < 7; ++i)
+      if (opt[i]) {
+        last = i + 1;
+        ++set;
+      }
+    auto n = static_cast<uint32_t>(8 + (map ? set : last));
+    if (map)
+      pk.pack_map(n);
+    else
+      pk.pack_array(n);
+    w.name("type");
     pack_str(pk, "BlockStored");
-    if (map)
-      pack_str(pk, "block_hashes");
+    w.name("block_hashes");
     pack_hashes(pk, s->block_hashes, f);
-    if (map)
-      pack_str(pk, "parent_block_hash");
+    w.name("parent_block_hash");
     if (s->parent_block_hash)
       pack_hash(pk, *s->parent_block_hash, f);
     else
       pk.pack_nil();
-    if (map)
-      pack_str(pk, "token_ids");
+    w.name("token_ids");
     pk.pack_array(static_cast<uint32_t>(s->token_ids.size()));
     for (auto t : s->token_ids)
       pk.pack_uint32(t);
-    if (map)
-      pack_str(pk, "block_size");
+    w.name("block_size");
     pk.pack_uint32(s->block_size);
-    if (map)
-      pack_str(pk, "lora_id");
-    pk.pack_nil();
-    if (map)
-      pack_str(pk, "medium");
-    pack_str(pk, "GPU");
-    if (map)
-      pack_str(pk, "lora_name");
-    pk.pack_nil();
+    w.name("lora_id");
+    if (s->lora_id)
+      pk.pack_int64(*s->lora_id);
+    else
+      pk.pack_nil();
+    w.name("medium");
+    pack_str(pk, kv::to_string(s->medium));
+    w.name("lora_name");
+    pack_opt_str(pk, s->lora_name);
+    auto wanted = [&](size_t i) { return map ? opt[i] : i < last; };
+    if (wanted(0)) {
+      w.name("extra_keys");
+      if (s->extra_keys.empty())
+        pk.pack_nil();
+      else
+        pack_extra(pk, s->extra_keys);
+    }
+    auto opt_u32 = [&](size_t i, const char* name,
+                       const std::optional<uint32_t>& v) {
+      if (!wanted(i))
+        return;
+      w.name(name);
+      if (v)
+        pk.pack_uint32(*v);
+      else
+        pk.pack_nil();
+    };
+    auto opt_s = [&](size_t i, const char* name, const std::string& v) {
+      if (!wanted(i))
+        return;
+      w.name(name);
+      pack_opt_str(pk, v);
+    };
+    opt_u32(1, "group_idx", s->group_idx);
+    opt_s(2, "kv_cache_spec_kind", s->spec_kind);
+    opt_u32(3, "kv_cache_spec_sliding_window", s->sliding_window);
+    opt_s(4, "locality", kv::to_string(s->locality));
+    opt_s(5, "ownership", s->ownership);
+    opt_s(6, "session_id", s->session_id);
   } else if (auto* r = std::get_if<block_removed>(&ev)) {
-    if (map) {
-      pk.pack_map(3);
-      pack_str(pk, "type");
-    } else {
-      pk.pack_array(3);
-    }
+    bool opt[3] = {r->group_idx.has_value(),
+                   r->locality != kv::locality::unspecified,
+                   !r->ownership.empty()};
+    size_t last = 0, set = 0;
+    for (size_t i = 0; i < 3; ++i)
+      if (opt[i]) {
+        last = i + 1;
+        ++set;
+      }
+    auto n = static_cast<uint32_t>(3 + (map ? set : last));
+    if (map)
+      pk.pack_map(n);
+    else
+      pk.pack_array(n);
+    w.name("type");
     pack_str(pk, "BlockRemoved");
-    if (map)
-      pack_str(pk, "block_hashes");
+    w.name("block_hashes");
     pack_hashes(pk, r->block_hashes, f);
-    if (map)
-      pack_str(pk, "medium");
-    pack_str(pk, "GPU");
-  } else {
-    if (map) {
-      pk.pack_map(1);
-      pack_str(pk, "type");
-    } else {
-      pk.pack_array(1);
+    w.name("medium");
+    pack_str(pk, kv::to_string(r->medium));
+    auto wanted = [&](size_t i) { return map ? opt[i] : i < last; };
+    if (wanted(0)) {
+      w.name("group_idx");
+      if (r->group_idx)
+        pk.pack_uint32(*r->group_idx);
+      else
+        pk.pack_nil();
     }
+    if (wanted(1)) {
+      w.name("locality");
+      pack_opt_str(pk, kv::to_string(r->locality));
+    }
+    if (wanted(2)) {
+      w.name("ownership");
+      pack_opt_str(pk, r->ownership);
+    }
+  } else {
+    if (map)
+      pk.pack_map(1);
+    else
+      pk.pack_array(1);
+    w.name("type");
     pack_str(pk, "AllBlocksCleared");
   }
 }

@@ -129,6 +129,13 @@ class control final : public oe::Control::Service {
     }
   }
 
+  Status ListLoras(ServerContext*, const oe::ListLorasRequest*,
+                   oe::ListLorasResponse* out) override {
+    for (const auto& a : e_.config().lora_adapters)
+      out->add_lora_names(a);
+    return Status::OK;
+  }
+
   Status GetKvEventSources(ServerContext*,
                            const oe::GetKvEventSourcesRequest* in,
                            oe::GetKvEventSourcesResponse* out) override {

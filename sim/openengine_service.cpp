@@ -134,6 +134,9 @@ class inference final : public oe::Inference::Service {
     for (const auto& c : stop.conditions())
       if (c.has_stop_token_id())
         req.stop_token_ids.push_back(c.stop_token_id());
+    if (auto st = take_identity(cfg, in.lora_name(), in.kv().cache_salt(), req);
+        !st.ok())
+      return st;
     if (!in.kv().has_session())
       return Status::OK;
     if (!cfg.engine_role_decode())

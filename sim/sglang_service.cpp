@@ -246,6 +246,8 @@ class service final : public sg::SglangService::Service {
     out->stop_token_ids.assign(sp.stop_token_ids().begin(),
                                sp.stop_token_ids().end());
     const auto& c = e_.config();
+    if (auto st = take_identity(c, in.lora_path(), {}, *out); !st.ok())
+      return st;
     bool decode_leg = in.has_disaggregated_params() && c.engine_role_decode();
     if (c.engine_role_prefill() || c.engine_role_decode()) {
       if (!in.has_disaggregated_params())

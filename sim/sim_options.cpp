@@ -3,6 +3,7 @@
 // has one. Flags only: a simulator needs no environment or config file.
 #include "sim/sim_options.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +31,7 @@ constexpr option_key<int64_t> max_batched{"max-num-batched-tokens"};
 constexpr option_key<int64_t> max_model_len{"max-model-len"};
 constexpr option_key<int64_t> vocab_size{"vocab-size"};
 constexpr option_key<std::string> scheduling{"scheduling-policy"};
+constexpr option_key<std::string> lora_modules{"lora-modules"};
 constexpr option_key<double> speedup{"speedup"};
 constexpr option_key<bool> no_sleep{"no-sleep"};
 constexpr option_key<std::chrono::milliseconds> startup_delay{"startup-delay"};
@@ -107,6 +109,10 @@ std::vector<option_spec> make_specs() {
     integer("vocab-size", e.vocab_size,
             "token ids accepted and generated (the model's vocabulary)",
             "--vocab-size 151669", 2, 10000000),
+    spec("lora-modules", ot::string, "",
+         "LoRA adapters served besides the base model, comma separated "
+         "(names only: the simulated KV of each is keyed apart, as vLLM's)",
+         "--lora-modules sql,chat"),
     spec("scheduling-policy", ot::string, "fcfs",
          "admit waiting requests by arrival, or by (priority, arrival) "
          "as vLLM's priority policy: lower first",
@@ -213,6 +219,19 @@ std::string to_config(const runtime::options& o, sim_config& c) {
   c.engine.max_model_len = static_cast<uint32_t>(o.get(key::max_model_len));
   c.engine.vocab_size = static_cast<uint32_t>(o.get(key::vocab_size));
   c.engine.priority_scheduling = o.get(key::scheduling) == "priority";
+  c.lora_adapters.clear();
+  std::string mods = o.get(key::lora_modules);
+  for (size_t at = 0; at <= mods.size();) {
+    auto comma = std::min(mods.find(',', at), mods.size());
+    auto name = mods.substr(at, comma - at);
+    if (name.empty() && !mods.empty())
+      return "--lora-modules: an empty adapter name";
+    if (name.size() > 128)
+      return "--lora-modules: an adapter name over 128 bytes";
+    if (!name.empty())
+      c.lora_adapters.push_back(name);
+    at = comma + 1;
+  }
   c.speedup = o.get(key::speedup);
   c.no_sleep = o.get(key::no_sleep);
   c.startup_delay_ms = o.get(key::startup_delay).count();

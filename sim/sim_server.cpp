@@ -1,5 +1,6 @@
 #include "sim/sim_server.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 
@@ -23,6 +24,21 @@ std::string random_hex(size_t words) {
 }
 
 } // namespace
+
+grpc::Status take_identity(const sim_config& cfg, const std::string& lora,
+                           const std::string& cache_salt, engine_request& req) {
+  if (!lora.empty() &&
+      std::find(cfg.lora_adapters.begin(), cfg.lora_adapters.end(), lora) ==
+        cfg.lora_adapters.end())
+    return {grpc::StatusCode::NOT_FOUND,
+            "LoRA adapter '" + lora.substr(0, 128) + "' is not loaded"};
+  if (cache_salt.size() > 1024)
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "cache_salt is over 1024 bytes"};
+  req.lora = lora;
+  req.cache_salt = cache_salt;
+  return grpc::Status::OK;
+}
 
 grpc::Status rank_from_metadata(const grpc::ServerContext& ctx,
                                 const std::string& key, int ranks, int* rank) {

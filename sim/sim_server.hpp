@@ -25,6 +25,9 @@ struct sim_config {
   int grpc_port = 50051;
   int debug_port = 0; // 0: no debug HTTP
   std::string model = "sim-model";
+  /// LoRA adapters served besides the base model (vLLM --lora-modules):
+  /// requests may name them; each keys its KV apart.
+  std::vector<std::string> lora_adapters;
   int data_parallel_size = 1;
   engine_config engine;
   double speedup = 1.0;
@@ -136,6 +139,11 @@ class sim_engine {
 };
 
 /// The gRPC services; each keeps a reference to the engine.
+/// Takes a request's adapter and salt into `req`; NOT_FOUND for an adapter
+/// not served (as vLLM answers), INVALID_ARGUMENT for a salt over 1 KiB.
+grpc::Status take_identity(const sim_config& cfg, const std::string& lora,
+                           const std::string& cache_salt, engine_request& req);
+
 std::unique_ptr<grpc::Service> make_vllm_inference(sim_engine& e);
 std::unique_ptr<grpc::Service> make_vllm_control(sim_engine& e);
 std::unique_ptr<grpc::Service> make_openengine_inference(sim_engine& e);

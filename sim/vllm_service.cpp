@@ -63,6 +63,9 @@ Status prepare(sim_engine& e, ServerContext* ctx,
     return {StatusCode::INVALID_ARGUMENT,
             "a priority needs --scheduling-policy priority"};
   out->priority = in.priority();
+  if (auto st = take_identity(cfg, in.lora_name(), in.kv().cache_salt(), *out);
+      !st.ok())
+    return st;
   // Disaggregation through kv_transfer_params, like vLLM's connectors.
   const auto& params = in.kv().kv_transfer_params().fields();
   auto remote = params.find("do_remote_prefill");

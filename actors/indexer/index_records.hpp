@@ -33,8 +33,8 @@ struct reader {
   bool done() const { return p == end; }
 };
 
-/// `kind` then the rank (4 bytes): the sequence (`s`), snapshot (`p`) and
-/// log (`l`) key prefixes.
+/// `kind` then the rank (4 bytes): the sequence (`s`), snapshot (`q`; `p`
+/// in the first layout) and log (`l`) key prefixes.
 std::string key(char kind, int rank);
 /// The log record of batch `seq` of `rank`.
 std::string log_key(int rank, uint64_t seq);
@@ -47,7 +47,9 @@ bool decode_events(std::string_view v, std::vector<kv::kv_event>& out);
 /// A snapshot record: a rank's whole index.
 std::string encode_snapshot(const local_index::rank_map& blocks);
 /// Adds the snapshot's blocks to `index` under `rank`; false when `v` is
-/// not well-formed (some blocks may have been added).
-bool decode_snapshot(std::string_view v, int rank, local_index& index);
+/// not well-formed (some blocks may have been added). `first_format`: a
+/// record of the first layout (key `p`, tokens only).
+bool decode_snapshot(std::string_view v, int rank, local_index& index,
+                     bool first_format = false);
 
 } // namespace outrider::indexer::records

@@ -141,15 +141,16 @@ recovered_state index_store::load() {
   }
   bool readable = it->status().ok();
   // Snapshots first, then the log after them, in sequence order.
-  for (it->Seek("p"); readable && it->Valid() && it->key().starts_with("p");
-       it->Next()) {
-    bool ok = false;
-    auto rank = rank_of(ok);
-    if (ok && !decode_snapshot(
-                std::string_view(it->value().data(), it->value().size()), rank,
-                out.index))
-      bad.insert(rank);
-  }
+  for (const char* kind : {"p", "q"})
+    for (it->Seek(kind); readable && it->Valid() && it->key().starts_with(kind);
+         it->Next()) {
+      bool ok = false;
+      auto rank = rank_of(ok);
+      if (ok && !decode_snapshot(
+                  std::string_view(it->value().data(), it->value().size()),
+                  rank, out.index, *kind == 'p'))
+        bad.insert(rank);
+    }
   readable = readable && it->status().ok();
   for (it->Seek("l"); readable && it->Valid() && it->key().starts_with("l");
        it->Next()) {
@@ -212,7 +213,8 @@ caf::error index_store::apply(int rank, uint64_t next_seq,
 caf::error index_store::compact(int rank, const local_index::rank_map& blocks,
                                 uint64_t next_seq) {
   rocksdb::WriteBatch batch;
-  batch.Put(key('p', rank), encode_snapshot(blocks));
+  batch.Put(key('q', rank), encode_snapshot(blocks));
+  batch.Delete(key('p', rank));
   batch.DeleteRange(log_key(rank, 0), log_key(rank, next_seq));
   return status_error(db_->Write(rocksdb::WriteOptions{}, &batch));
 }
@@ -221,13 +223,14 @@ caf::error index_store::reset_rank(int rank, uint64_t next_seq) {
   rocksdb::WriteBatch batch;
   batch.DeleteRange(key('l', rank), key('l', rank + 1));
   batch.Delete(key('p', rank));
+  batch.Delete(key('q', rank));
   batch.Put(key('s', rank), seq_value(next_seq));
   return status_error(db_->Write(rocksdb::WriteOptions{}, &batch));
 }
 
 caf::error index_store::reset(const std::string& instance_id) {
   rocksdb::WriteBatch batch;
-  for (const char* range : {"l", "p", "s"}) {
+  for (const char* range : {"l", "p", "q", "s"}) {
     std::string from(range);
     std::string to(1, static_cast<char>(range[0] + 1));
     batch.DeleteRange(from, to);

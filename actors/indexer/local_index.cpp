@@ -2,29 +2,75 @@
 
 namespace outrider::indexer {
 
+void add_copy(std::vector<residency>& where, kv::medium m, kv::locality l,
+              const std::string& ownership) {
+  for (auto& r : where)
+    if (r.medium == m && r.locality == l && r.ownership == ownership) {
+      if (m != kv::medium::gpu)
+        ++r.copies;
+      return;
+    }
+  where.push_back(residency{m, l, ownership, 1});
+}
+
+bool drop_copy(std::vector<residency>& where, kv::medium m, kv::locality l,
+               const std::string& ownership) {
+  for (auto it = where.begin(); it != where.end(); ++it)
+    if (it->medium == m && it->locality == l && it->ownership == ownership) {
+      if (--it->copies == 0)
+        where.erase(it);
+      return true;
+    }
+  return false;
+}
+
 apply_stats local_index::apply(int rank,
                                const std::vector<kv::kv_event>& events) {
   apply_stats st;
   auto& blocks = ranks_[rank];
   for (const auto& ev : events) {
     if (auto* s = std::get_if<kv::block_stored>(&ev)) {
+      if (s->tokenless()) {
+        // An offload placeholder: a tier copy of a block we know, or a
+        // block known only by its hash.
+        for (auto h : s->block_hashes) {
+          auto [it, fresh] = blocks.try_emplace(h);
+          if (fresh) {
+            it->second.group_idx = s->group_idx;
+            ++st.placeholders;
+          }
+          add_copy(it->second.where, s->medium, s->locality, s->ownership);
+          ++st.stored;
+        }
+        continue;
+      }
       if (s->parent_block_hash && !blocks.count(*s->parent_block_hash))
         ++st.unknown_parent;
       auto parent = s->parent_block_hash;
       for (size_t i = 0; i < s->block_hashes.size(); ++i) {
         auto first =
           s->token_ids.begin() + static_cast<ptrdiff_t>(i * s->block_size);
-        blocks[s->block_hashes[i]] =
-          block_info{parent, {first, first + s->block_size}};
+        auto& b = blocks[s->block_hashes[i]];
+        b.parent = parent;
+        b.token_ids.assign(first, first + s->block_size);
+        b.identity = kv::identity_of(*s, i);
+        b.group_idx = s->group_idx;
+        b.spec_kind = s->spec_kind;
+        add_copy(b.where, s->medium, s->locality, s->ownership);
         parent = s->block_hashes[i];
         ++st.stored;
       }
     } else if (auto* r = std::get_if<kv::block_removed>(&ev)) {
       for (auto h : r->block_hashes) {
-        if (blocks.erase(h))
-          ++st.removed;
-        else
+        auto it = blocks.find(h);
+        if (it == blocks.end() || !drop_copy(it->second.where, r->medium,
+                                             r->locality, r->ownership)) {
           ++st.unknown_removal;
+          continue;
+        }
+        if (it->second.where.empty())
+          blocks.erase(it);
+        ++st.removed;
       }
     } else {
       st.cleared += blocks.size();
@@ -58,7 +104,11 @@ std::vector<kv::kv_event> local_index::snapshot_events(int rank) const {
   std::vector<kv::cached_block> blocks;
   if (auto i = ranks_.find(rank); i != ranks_.end())
     for (const auto& [hash, info] : i->second)
-      blocks.push_back(kv::cached_block{hash, info.parent, info.token_ids});
+      for (const auto& r : info.where)
+        for (uint32_t c = 0; c < r.copies; ++c)
+          blocks.push_back(kv::cached_block{
+            hash, info.parent, info.token_ids, info.identity, r.medium,
+            r.locality, r.ownership, info.group_idx, info.spec_kind});
   return kv::stores_parents_first(std::move(blocks));
 }
 

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -10,9 +11,27 @@
 
 namespace outrider::indexer {
 
+/// Where copies of a block live: a medium, relative to the publisher
+/// (locality) and whose tier (ownership, "" = the engine's own), and how
+/// many times it was announced there. A GPU copy counts once however often
+/// it is re-announced (vLLM's full report mode re-stores prefix hits and
+/// removes once); an offload tier's copies are reference-counted, since
+/// self-describing chunk events re-announce shared prefixes once per chunk
+/// and remove them once per chunk.
+struct residency {
+  kv::medium medium = kv::medium::gpu;
+  kv::locality locality = kv::locality::unspecified;
+  std::string ownership;
+  uint32_t copies = 0;
+};
+
 struct block_info {
   std::optional<uint64_t> parent;
-  std::vector<uint32_t> token_ids;
+  std::vector<uint32_t> token_ids; // empty: an unresolved offload placeholder
+  kv::block_identity identity;
+  std::optional<uint32_t> group_idx;
+  std::string spec_kind;
+  std::vector<residency> where;
 };
 
 /// What applying events did, for metrics.
@@ -22,10 +41,12 @@ struct apply_stats {
   size_t cleared = 0;
   size_t unknown_parent = 0;  // stored anyway: the engine has the block
   size_t unknown_removal = 0; // ignored
+  size_t placeholders = 0;    // tokenless stores of hashes not known
 };
 
 /// The sidecar's index of one engine's KV cache: per data-parallel rank,
-/// every cached block by engine hash. Plain class, not thread-safe.
+/// every cached block by engine hash, with what makes it distinct (LoRA,
+/// extra keys) and where its copies live. Plain class, not thread-safe.
 class local_index {
  public:
   using rank_map = std::unordered_map<uint64_t, block_info>;
@@ -38,11 +59,19 @@ class local_index {
   size_t blocks(int rank) const;
   size_t total_blocks() const;
   const std::map<int, rank_map>& ranks() const { return ranks_; }
-  /// The rank's blocks as stores, each after its parent when known.
+  /// The rank's blocks as stores (one per copy), each after its parent
+  /// when known.
   std::vector<kv::kv_event> snapshot_events(int rank) const;
 
  private:
   std::map<int, rank_map> ranks_;
 };
+
+/// Adds one announced copy to `where` (GPU copies count once).
+void add_copy(std::vector<residency>& where, kv::medium m, kv::locality l,
+              const std::string& ownership);
+/// Drops one; false when no such copy is held.
+bool drop_copy(std::vector<residency>& where, kv::medium m, kv::locality l,
+               const std::string& ownership);
 
 } // namespace outrider::indexer

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "actors/indexer/index_records.hpp"
 #include "actors/indexer/index_store.hpp"
 
 using namespace outrider;
@@ -43,8 +44,18 @@ bool same(const local_index& a, const local_index& b) {
       auto& other = b.ranks().at(rank);
       auto i = other.find(h);
       if (i == other.end() || i->second.parent != info.parent ||
-          i->second.token_ids != info.token_ids)
+          i->second.token_ids != info.token_ids ||
+          i->second.identity.lora != info.identity.lora ||
+          i->second.identity.extra != info.identity.extra ||
+          i->second.group_idx != info.group_idx ||
+          i->second.where.size() != info.where.size())
         return false;
+      for (size_t w = 0; w < info.where.size(); ++w) {
+        const auto &x = info.where[w], &y = i->second.where[w];
+        if (x.medium != y.medium || x.locality != y.locality ||
+            x.ownership != y.ownership || x.copies != y.copies)
+          return false;
+      }
     }
   return true;
 }
@@ -145,3 +156,101 @@ TEST_CASE("opening an unusable directory is an error, not a crash") {
 
 // A store whose files fail their checks is set aside and rebuilt, not an
 // error: actors/indexer/index_store.test.cpp.
+
+namespace {
+
+// Events as today's engines send them: an adapter's blocks with extra keys,
+// offloaded copies, a placeholder, a chunk re-announced, a REMOTE copy.
+std::vector<kv::kv_event> rich_events() {
+  auto lora = stored({100, 101}, std::nullopt);
+  lora.lora_name = "sql";
+  lora.lora_id = 2;
+  lora.extra_keys = {{{kv::extra_key::kind::text, "sql", 0},
+                      {kv::extra_key::kind::text, "tenant-a", 0}},
+                     {{kv::extra_key::kind::text, "sql", 0},
+                      {kv::extra_key::kind::media, "img", -1},
+                      {kv::extra_key::kind::digest, std::string(32, 'd'), 0}}};
+  lora.group_idx = 0;
+  lora.spec_kind = "full_attention";
+  lora.session_id = "s-1";
+  auto cpu = lora;
+  cpu.medium = kv::medium::cpu;
+  auto chunk = stored({200, 201}, std::nullopt);
+  chunk.medium = kv::medium::storage;
+  chunk.locality = kv::locality::remote;
+  chunk.ownership = "kvcr";
+  kv::block_stored placeholder;
+  placeholder.block_hashes = {100, 999};
+  placeholder.medium = kv::medium::storage;
+  kv::block_removed gpu_gone;
+  gpu_gone.block_hashes = {101};
+  return {lora, cpu, chunk, chunk, placeholder, gpu_gone};
+}
+
+} // namespace
+
+TEST_CASE("the local index keeps what makes a block distinct and where its "
+          "copies live") {
+  local_index idx;
+  auto st = idx.apply(0, rich_events());
+  CHECK(st.placeholders == 1); // 999: known by its hash only
+  const auto& b = idx.ranks().at(0);
+  REQUIRE(b.count(100));
+  CHECK(b.at(100).identity.lora == "sql");
+  CHECK(b.at(100).identity.extra ==
+        kv::block_extra{{kv::extra_key::kind::text, "tenant-a", 0}});
+  CHECK(b.at(100).where.size() == 3); // GPU, CPU, storage (placeholder)
+  CHECK(b.at(101).where.size() == 1); // its GPU copy went; CPU stays
+  CHECK(b.at(101).where[0].medium == kv::medium::cpu);
+  CHECK(b.at(200).where[0].copies == 2); // the chunk, announced twice
+  CHECK(b.at(999).token_ids.empty());
+  // The snapshot rebuilds the same index, copies and all.
+  local_index rebuilt;
+  rebuilt.apply(0, idx.snapshot_events(0));
+  CHECK(same(idx, rebuilt));
+  // A removal per copy; the block goes with the last.
+  kv::block_removed rm;
+  rm.block_hashes = {200};
+  rm.medium = kv::medium::storage;
+  rm.locality = kv::locality::remote;
+  rm.ownership = "kvcr";
+  idx.apply(0, {rm});
+  CHECK(idx.ranks().at(0).count(200));
+  idx.apply(0, {rm});
+  CHECK_FALSE(idx.ranks().at(0).count(200));
+}
+
+TEST_CASE("the store keeps every field through its log, snapshots and a "
+          "restart, and reads the first snapshot layout") {
+  temp_dir d;
+  local_index model;
+  {
+    index_store store;
+    REQUIRE_FALSE(store.open(d.path.string()));
+    REQUIRE_FALSE(store.reset("engine-a"));
+    auto evs = rich_events();
+    model.apply(0, evs);
+    REQUIRE_FALSE(store.apply(0, 1, evs));
+    model.apply(1, evs);
+    REQUIRE_FALSE(store.apply(1, 1, evs));
+    REQUIRE_FALSE(store.compact(1, model.ranks().at(1), 1));
+  }
+  index_store again;
+  REQUIRE_FALSE(again.open(d.path.string()));
+  auto rec = again.load();
+  CHECK(same(rec.index, model));
+  // The first layout: hash, parent flag and value, tokens; nothing else.
+  std::string v;
+  records::put_be(v, 7, 8);
+  v.push_back(0);
+  records::put_be(v, 0, 8);
+  records::put_be(v, 2, 4);
+  records::put_be(v, 5, 4);
+  records::put_be(v, 6, 4);
+  local_index old;
+  REQUIRE(records::decode_snapshot(v, 0, old, true));
+  REQUIRE(old.ranks().at(0).count(7));
+  CHECK(old.ranks().at(0).at(7).token_ids == std::vector<uint32_t>{5, 6});
+  CHECK(old.ranks().at(0).at(7).where.size() == 1);
+  CHECK_FALSE(records::decode_snapshot(v, 0, old, false));
+}

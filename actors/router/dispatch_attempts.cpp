@@ -9,6 +9,7 @@
 
 #include "actors/router/decision_log.hpp"
 #include "actors/router/dispatcher.hpp"
+#include "actors/router/request_identity.hpp"
 #include "cluster/engine/engine_adapter.hpp"
 #include "cluster/engine/engine_call.hpp"
 #include "openengine.grpc.pb.h"
@@ -42,7 +43,8 @@ class dispatcher::attempts final
     public std::enable_shared_from_this<attempts> {
  public:
   attempts(dispatcher& d, const generate_params& p)
-    : d_(d), temperature_(p.temperature), preprocess_(p.preprocess),
+    : d_(d), temperature_(p.temperature), lora_(p.lora),
+      cache_salt_(p.cache_salt), preprocess_(p.preprocess),
       deadline_(std::chrono::system_clock::now() + d.request_timeout_) {}
 
   bool may_migrate() const override { return !d_.shutting_down_.load(); }
@@ -53,6 +55,8 @@ class dispatcher::attempts final
     // With disaggregation the request is decoded on a decode worker (any
     // decoding worker when there is no decode pool).
     req->role = d_.disagg_ ? "decode" : "";
+    req->identity.lora = lora_;
+    req->identity.cache_salt = cache_salt_;
     auto self = shared_from_this();
     placed_fn finish = [self, tp, done = std::move(done)](route_decision d) {
       // Tokenizing counts once, with the first placement.
@@ -78,8 +82,9 @@ class dispatcher::attempts final
       return launch(d, std::move(greq), attempt, out, on_tokens,
                     std::move(done));
     auto self = shared_from_this();
+    kv::prompt_identity id{lora_, cache_salt_, {}};
     d_.maybe_remote_prefill(
-      tokens, d,
+      tokens, id, d,
       [self, d, greq, attempt, &out, &on_tokens,
        done](std::optional<std::string> session) mutable {
         if (session)
@@ -115,6 +120,7 @@ class dispatcher::attempts final
     greq.mutable_stopping()->set_max_tokens(max_tokens);
     if (temperature_)
       greq.mutable_sampling()->set_temperature(*temperature_);
+    set_identity(greq, lora_, cache_salt_);
     return greq;
   }
 
@@ -137,6 +143,8 @@ class dispatcher::attempts final
 
   dispatcher& d_;
   std::optional<double> temperature_;
+  std::string lora_;
+  std::string cache_salt_;
   std::chrono::nanoseconds preprocess_; // counted with the first placement
   std::chrono::system_clock::time_point deadline_; // of every engine call
   clock_type::time_point t0_ = clock_type::now();

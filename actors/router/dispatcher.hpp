@@ -144,6 +144,7 @@ class dispatcher {
   /// session is a bootstrap room and `done` runs as soon as the prefill leg
   /// is sent: SGLang needs both legs at once.
   void maybe_remote_prefill(const std::vector<uint32_t>& tokens,
+                            const kv::prompt_identity& identity,
                             const route_decision& d, session_fn done);
   bool local_prefill_wins(size_t prompt_tokens, const route_decision& d,
                           const route_decision& p);

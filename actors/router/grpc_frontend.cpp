@@ -84,6 +84,8 @@ class generate_call final
     p.max_tokens = stop.has_max_tokens() ? stop.max_tokens() : 16;
     if (in.sampling().has_temperature())
       p.temperature = in.sampling().temperature();
+    p.lora = in.lora_name();
+    p.cache_salt = in.kv().cache_salt();
     oe::GenerateResponse first;
     first.set_request_id(id_);
     first.mutable_prompt()->set_num_prompt_tokens(

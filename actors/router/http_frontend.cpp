@@ -190,6 +190,8 @@ void http_frontend::serve(std::shared_ptr<runtime::http_exchange> ex) {
                       : parse_completion(req.body, models_(), cfg_.api,
                                          cfg_.tokenizer != nullptr, c))
     return ex->respond(std::move(*bad));
+  if (cfg_.is_adapter && cfg_.is_adapter(c.model))
+    c.params.lora = c.model;
   if (!admit())
     return ex->respond(busy("too many requests in flight"));
   if (!c.prompt_text && !c.chat)

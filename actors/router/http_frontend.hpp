@@ -33,6 +33,9 @@ struct frontend_config {
   /// --tokenizer: text prompts, stop strings and text out (none: token ids
   /// only, and the text of a completion is its ids).
   std::shared_ptr<const text::tokenizer> tokenizer;
+  /// Whether a requested model is a LoRA adapter the workers serve: its
+  /// requests go to those workers, keyed by the adapter (empty: none is).
+  std::function<bool(const std::string&)> is_adapter;
   /// The model's chat template (/v1/chat/completions), or why there is
   /// none.
   std::shared_ptr<const text::chat_template> chat_template;

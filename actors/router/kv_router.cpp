@@ -26,6 +26,18 @@ struct router_stats {
   };
   std::vector<load_gauges> per_slot;
   runtime::gauge* workers = nullptr;
+  // What the index left out or dropped, by reason (see show_index).
+  struct skipped_counter {
+    runtime::counter* c = nullptr;
+    uint64_t seen = 0;
+    void to(uint64_t v) {
+      if (v > seen)
+        c->inc(v - seen);
+      seen = v;
+    }
+  };
+  skipped_counter unknown_parent, unknown_removal, evicted, unresolved,
+    other_groups, not_credited;
 
   static router_stats make(const std::string& mode) {
     auto& m = runtime::global_metrics();
@@ -46,7 +58,31 @@ struct router_stats {
     s.cached_blocks =
       &m.get_counter("outrider_router_cached_blocks_total",
                      "Of those, blocks the chosen rank already held");
+    auto skipped = [&](const char* reason) {
+      return skipped_counter{
+        &m.get_counter("outrider_router_index_skipped_blocks_total",
+                       "Blocks of KV events the router's index left out or "
+                       "dropped, by reason",
+                       {{"reason", reason}})};
+    };
+    s.unknown_parent = skipped("unknown_parent");
+    s.unknown_removal = skipped("unknown_removal");
+    s.evicted = skipped("over_cap");
+    s.unresolved = skipped("unresolved_placeholder");
+    s.other_groups = skipped("non_prefix_group");
+    s.not_credited = skipped("remote_or_foreign");
     return s;
+  }
+
+  void show_index(const indexer::tiered_index& idx) {
+    auto t = idx.tier_stats();
+    unknown_parent.to(t.unknown_parent);
+    unknown_removal.to(t.unknown_removal);
+    evicted.to(t.evicted);
+    const auto& st = idx.stats();
+    unresolved.to(st.placeholders_unresolved);
+    other_groups.to(st.other_groups);
+    not_credited.to(st.not_credited);
   }
 
   void show_load(const placement& p, uint32_t slot) {
@@ -101,7 +137,7 @@ void tell(self_ptr self, note_op what, uint64_t key,
       return;
     n = std::move(*found);
     if (req && req->tokens.size() <= cluster::max_note_blocks * 16)
-      n.blocks = st.core->sequence_of(req->tokens);
+      n.blocks = st.core->sequence_of(*req);
   }
   n.what = what;
   n.key = key;
@@ -165,6 +201,7 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
       }
       st.stats.index_entries->set(
         static_cast<double>(st.core->index_entries()));
+      st.stats.show_index(st.core->index());
     },
     [=](place_atom, const std::shared_ptr<const route_request>& req) {
       auto& st = self->state;

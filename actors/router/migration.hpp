@@ -17,6 +17,11 @@ struct generate_params {
   uint32_t max_tokens = 16;
   std::optional<double> temperature;
   std::string model;
+  /// The LoRA adapter the request names (its `model`, when that is an
+  /// adapter the workers serve), and the tenant's cache salt (vLLM's
+  /// `cache_salt`): both key its KV on the engines and so its placement.
+  std::string lora;
+  std::string cache_salt;
   /// Router time spent before dispatch (tokenizing, rendering a chat),
   /// counted with placement in outrider_router_overhead_seconds.
   std::chrono::nanoseconds preprocess{0};

@@ -106,6 +106,17 @@ std::optional<runtime::http_response> parse_sampling(const json& doc,
   if (auto e = doc.find("echo");
       e != doc.end() && e->is_boolean() && e->get<bool>())
     return api_error(400, "'echo' is not supported", "echo_unsupported");
+  // vLLM's extension: a tenant's salt, so that its prompts share KV only
+  // with prompts of the same salt (docs/wire.md, "extra_keys").
+  if (auto c = doc.find("cache_salt"); c != doc.end() && !c->is_null()) {
+    if (!c->is_string() || c->get_ref<const std::string&>().empty() ||
+        c->get_ref<const std::string&>().size() > max_cache_salt_bytes)
+      return api_error(400,
+                       "'cache_salt' must be a non-empty string of at most " +
+                         std::to_string(max_cache_salt_bytes) + " bytes",
+                       "invalid_cache_salt");
+    out.params.cache_salt = c->get<std::string>();
+  }
   return std::nullopt;
 }
 

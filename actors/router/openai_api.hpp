@@ -15,6 +15,9 @@ struct api_limits {
   size_t max_prompt_tokens = 1'000'000;
 };
 
+/// The longest `cache_salt` accepted.
+inline constexpr size_t max_cache_salt_bytes = 1024;
+
 struct completion_request {
   generate_params params;
   bool stream = false;

@@ -10,7 +10,7 @@ namespace outrider::router {
 
 placement::placement(router_config cfg, clock_fn now, uint64_t seed)
   : cfg_(std::move(cfg)), now_(std::move(now)), rng_(seed),
-    index_(kv::block_hash_seed) {}
+    index_(kv::block_hash_seed, cfg_.tiers) {}
 
 placement::join placement::add_worker(const cluster::worker_record& r) {
   if (!cfg_.model.empty() && r.model != cfg_.model) {
@@ -43,6 +43,15 @@ placement::join placement::add_worker(const cluster::worker_record& r) {
       r.bootstrap_endpoint, static_cast<int>(rank), true, 0, 0});
     slots_.back().record_total =
       r.total_kv_blocks / std::max<uint32_t>(1, r.data_parallel_size);
+    // The index keeps no more than the engine can hold (LMCache never
+    // removes): its own total on GPU, the configured cap elsewhere.
+    auto slot = static_cast<uint32_t>(slots_.size() - 1);
+    // (1/16 more: a batch may store before it removes.)
+    auto total = slots_.back().record_total;
+    auto gpu_cap = total ? total + total / 16 + 1 : cfg_.slot_block_cap;
+    index_.set_cap(slot, kv::medium::gpu, gpu_cap);
+    index_.set_cap(slot, kv::medium::cpu, cfg_.slot_block_cap);
+    index_.set_cap(slot, kv::medium::storage, cfg_.slot_block_cap);
   }
   spdlog::info("router: worker {} ({} rank(s), {}) joined", r.worker_id,
                r.data_parallel_size, r.relay_endpoint);
@@ -172,6 +181,12 @@ std::vector<candidate> placement::candidates(const route_request& req) const {
         std::find(req.exclude.begin(), req.exclude.end(), info.worker_id) !=
           req.exclude.end())
       continue;
+    // An adapter's request goes only where the engine serves the adapter.
+    if (!req.identity.lora.empty()) {
+      const auto& ads = workers_.at(info.worker_id).lora_adapters;
+      if (std::find(ads.begin(), ads.end(), req.identity.lora) == ads.end())
+        continue;
+    }
     cands.push_back(
       candidate{s, 0, info.prefill_tokens, info.decode_blocks, free_blocks(s)});
   }
@@ -274,6 +289,8 @@ route_decision placement::place(const route_request& req) {
     d.no_worker = true;
     d.error = req.role.empty() ? "no worker is available"
                                : "no " + req.role + " worker is available";
+    if (!req.identity.lora.empty())
+      d.error += " serving adapter '" + req.identity.lora + "'";
     return d;
   }
   if (all_busy(cands, req)) {
@@ -283,12 +300,21 @@ route_decision placement::place(const route_request& req) {
   }
   auto bs = std::max(1u, block_size_);
   auto prompt_blocks = static_cast<uint32_t>((req.tokens.size() + bs - 1) / bs);
-  auto seq = kv::sequence_hashes(req.tokens.data(), req.tokens.size(), bs);
-  // What the index knows, in every mode (the hit-rate metrics want it).
+  auto seq =
+    kv::sequence_keys(req.tokens.data(), req.tokens.size(), bs, req.identity);
+  // What the index knows, in every mode (the hit-rate metrics want it):
+  // the GPU run, and the offloaded blocks after it, credited by tier.
   std::unordered_map<uint32_t, uint32_t> overlap;
-  for (auto o : index_.find_matches(seq))
-    overlap[o.slot] = o.blocks;
+  std::unordered_map<uint32_t, double> offloaded;
+  for (const auto& o : index_.find(seq)) {
+    overlap[o.slot] = o.gpu_blocks;
+    if (o.credit > o.gpu_blocks)
+      offloaded[o.slot] = o.credit - o.gpu_blocks;
+  }
   fill_overlaps(cands, seq, overlap);
+  for (auto& c : cands)
+    if (auto i = offloaded.find(c.slot); i != offloaded.end())
+      c.offload_credit = i->second;
   auto chosen = choose(cands, prompt_blocks);
   auto slot = cands[chosen].slot;
   explain(d, cands, chosen, prompt_blocks);

@@ -11,9 +11,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "actors/indexer/prefix_index.hpp"
+#include "actors/indexer/tiered_index.hpp"
 #include "actors/router/worker_selector.hpp"
 #include "cluster/discovery.hpp"
+#include "cluster/kv/block_hash.hpp"
 #include "cluster/kv/kv_event.hpp"
 #include "cluster/nats_bookings.hpp"
 
@@ -26,6 +27,9 @@ struct route_request {
   /// Which workers qualify: "prefill", "decode", or "" for every worker
   /// that decodes (aggregated or decode).
   std::string role;
+  /// What besides its tokens keys its blocks on the engines: the LoRA
+  /// adapter, the tenant's cache salt, media items.
+  kv::prompt_identity identity;
 };
 
 /// Where it goes.
@@ -102,6 +106,13 @@ struct router_config {
   /// how many such blocks a rank may hold.
   std::chrono::milliseconds prediction_ttl{5000};
   size_t prediction_cap = 200000;
+  /// What a cached block is worth by tier, and whether REMOTE and foreign
+  /// copies count (--kv-tier-weights, --kv-credit-remote).
+  indexer::tier_policy tiers;
+  /// The most engine blocks the index keeps per rank and offload tier (and
+  /// on GPU where the worker's record gives no total): a publisher that
+  /// never removes (LMCache) cannot grow it past this. 0: no cap.
+  size_t slot_block_cap = 1 << 20;
   /// An engine's load report counts for this long (then the books do).
   std::chrono::milliseconds engine_load_fresh{3000};
   /// A shared booking never released is forgotten after this long.
@@ -176,8 +187,8 @@ class placement {
   /// Drops the bookings of routers silent since `cutoff`, and any older
   /// than cfg.remote_booking_ttl (a lost release). How many went.
   size_t expire_remote(clock::time_point cutoff);
-  /// The prompt's block hashes as this router predicts them.
-  std::vector<uint64_t> sequence_of(const std::vector<uint32_t>& tokens) const;
+  /// The prompt's block keys as this router predicts them.
+  std::vector<uint64_t> sequence_of(const route_request& req) const;
   /// What local booking `key` put where, to tell the other routers.
   std::optional<cluster::booking_note> note_of(uint64_t key) const;
 
@@ -188,6 +199,7 @@ class placement {
   /// Workers requests can be placed on (refused ones are not counted).
   size_t workers() const { return workers_.size(); }
   size_t index_entries() const { return index_.entries(); }
+  const indexer::tiered_index& index() const { return index_; }
   /// Per live worker and rank, the engine block hashes the index holds
   /// (sorted): what two routers fed the same events must agree on.
   std::map<std::string, std::map<int, std::vector<uint64_t>>>
@@ -248,7 +260,7 @@ class placement {
   clock_fn now_;
   std::mt19937_64 rng_;
   uint32_t block_size_ = 0; // the first worker's; others must match
-  indexer::prefix_index index_;
+  indexer::tiered_index index_;
   std::map<std::string, cluster::worker_record> workers_;
   std::map<std::string, std::vector<uint32_t>> worker_slots_;
   std::vector<slot_info> slots_;

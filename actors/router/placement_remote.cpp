@@ -59,10 +59,10 @@ size_t placement::expire_remote(clock::time_point cutoff) {
   return gone;
 }
 
-std::vector<uint64_t>
-placement::sequence_of(const std::vector<uint32_t>& tokens) const {
+std::vector<uint64_t> placement::sequence_of(const route_request& req) const {
   auto bs = std::max(1u, block_size_);
-  return kv::sequence_hashes(tokens.data(), tokens.size(), bs);
+  return kv::sequence_keys(req.tokens.data(), req.tokens.size(), bs,
+                           req.identity);
 }
 
 std::optional<cluster::booking_note> placement::note_of(uint64_t key) const {

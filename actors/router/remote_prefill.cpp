@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/router/dispatcher.hpp"
+#include "actors/router/request_identity.hpp"
 #include "cluster/engine/engine_call.hpp"
 #include "cluster/engine/sglang_translate.hpp"
 #include "openengine.grpc.pb.h"
@@ -63,11 +64,13 @@ class prefill_call final : public engine::generate_sink {
 } // namespace
 
 void dispatcher::maybe_remote_prefill(const std::vector<uint32_t>& tokens,
+                                      const kv::prompt_identity& identity,
                                       const route_decision& d,
                                       session_fn done) {
   auto preq = std::make_shared<route_request>();
   preq->tokens = tokens;
   preq->role = "prefill";
+  preq->identity = identity;
   place(preq, false, [this, preq, d, done](route_decision p) {
     auto count = [this](const char* outcome) { stats_.disagg(outcome).inc(); };
     if (!p.ok) {
@@ -93,6 +96,7 @@ void dispatcher::maybe_remote_prefill(const std::vector<uint32_t>& tokens,
     req.mutable_token_ids()->mutable_ids()->Add(preq->tokens.begin(),
                                                 preq->tokens.end());
     req.mutable_stopping()->set_max_tokens(1);
+    set_identity(req, preq->identity.lora, preq->identity.cache_salt);
     std::optional<std::string> room_session;
     if (bootstrap) {
       auto s = engine::bootstrap_session(new_bootstrap_room(),

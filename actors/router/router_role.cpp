@@ -1,5 +1,6 @@
 #include "actors/router/router_role.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
@@ -60,6 +61,7 @@ struct router_parts {
   router_config config;
   std::mutex models_mtx;
   std::vector<std::string> models;
+  std::set<std::string> adapters; // LoRA adapters the workers serve
   std::chrono::steady_clock::time_point models_at{};
   std::atomic<bool> stopping{false};
   std::thread readiness; // --role all: waits for its own workers
@@ -83,6 +85,11 @@ router_config router_config_from(const runtime::options& o) {
   rc.selector.evict_weight = o.get(opt::kv_evict_weight);
   rc.selector.temperature = o.get(opt::router_temperature);
   rc.prediction_ttl = o.get(opt::kv_prediction_ttl);
+  rc.tiers.weight = {1.0, o.get(opt::kv_cpu_weight),
+                     o.get(opt::kv_storage_weight)};
+  rc.tiers.credit_remote = rc.tiers.credit_foreign =
+    o.get(opt::kv_credit_remote);
+  rc.slot_block_cap = static_cast<size_t>(o.get(opt::kv_slot_cap));
   rc.model = o.get(opt::served_model);
   if (o.get(opt::router_queue_threshold) > 0)
     rc.queue_threshold = o.get(opt::router_queue_threshold);
@@ -105,27 +112,65 @@ std::unique_ptr<dispatcher> dispatcher_from(runtime::role_context& ctx,
   return d;
 }
 
-// The models to list and accept: the configured one, else the workers'
-// (read from discovery at most once a second).
+// Re-reads the workers' models and adapters from discovery, at most once a
+// second (the caller holds models_mtx).
+void refresh_models(router_parts& p) {
+  auto now = std::chrono::steady_clock::now();
+  if (now - p.models_at <= std::chrono::seconds{1})
+    return;
+  p.models_at = now;
+  std::set<std::string> names;
+  p.adapters.clear();
+  for (const auto& r : p.disc->list()) {
+    if (!p.config.model.empty() && r.model != p.config.model)
+      continue;
+    names.insert(r.model);
+    p.adapters.insert(r.lora_adapters.begin(), r.lora_adapters.end());
+  }
+  if (!p.config.model.empty())
+    names = {p.config.model};
+  for (const auto& a : p.adapters)
+    if (!names.count(a))
+      names.insert(a);
+  p.models.assign(names.begin(), names.end());
+  // The configured or first base model first: requests without `model`
+  // get it.
+  if (!p.config.model.empty())
+    std::stable_partition(
+      p.models.begin(), p.models.end(),
+      [&](const std::string& m) { return m == p.config.model; });
+  else
+    std::stable_partition(
+      p.models.begin(), p.models.end(),
+      [&](const std::string& m) { return !p.adapters.count(m); });
+}
+
+// The models to list and accept: the configured one, else the workers',
+// and the LoRA adapters those workers serve.
 std::function<std::vector<std::string>()>
 models_of(const std::shared_ptr<router_parts>& parts) {
   std::weak_ptr<router_parts> weak = parts;
-  return [weak, served = parts->config.model]() -> std::vector<std::string> {
-    if (!served.empty())
-      return {served};
+  return [weak]() -> std::vector<std::string> {
     auto p = weak.lock();
     if (!p)
       return {};
     std::lock_guard<std::mutex> guard{p->models_mtx};
-    auto now = std::chrono::steady_clock::now();
-    if (now - p->models_at > std::chrono::seconds{1}) {
-      p->models_at = now;
-      std::set<std::string> names;
-      for (const auto& r : p->disc->list())
-        names.insert(r.model);
-      p->models.assign(names.begin(), names.end());
-    }
+    refresh_models(*p);
     return p->models;
+  };
+}
+
+// Whether a model name is one of the workers' LoRA adapters.
+std::function<bool(const std::string&)>
+adapter_test(const std::shared_ptr<router_parts>& parts) {
+  std::weak_ptr<router_parts> weak = parts;
+  return [weak](const std::string& name) {
+    auto p = weak.lock();
+    if (!p)
+      return false;
+    std::lock_guard<std::mutex> guard{p->models_mtx};
+    refresh_models(*p);
+    return p->adapters.count(name) != 0;
   };
 }
 
@@ -150,10 +195,12 @@ frontend_config frontend_config_from(const runtime::options& o) {
 
 // Both frontends; true when every one listens.
 bool start_frontends(runtime::role_context& ctx, router_parts& parts,
-                     const std::function<std::vector<std::string>()>& models) {
+                     const std::function<std::vector<std::string>()>& models,
+                     std::function<bool(const std::string&)> is_adapter) {
   const auto& o = ctx.opts;
   const auto& host = o.get(opt::http_host);
   auto fc = frontend_config_from(o);
+  fc.is_adapter = std::move(is_adapter);
   if (o.get(opt::http_tls)) {
     if (!parts.tls) {
       ctx.control->request_exit(2, "--http-tls needs --tls-cert and --tls-key");
@@ -256,7 +303,8 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
       return nlohmann::json{{"last_minute", p->dispatch->recent().summary()},
                             {"in_flight", p->dispatch->in_flight()}};
     });
-  if (tls && start_frontends(ctx, *parts, models_of(parts)))
+  if (tls &&
+      start_frontends(ctx, *parts, models_of(parts), adapter_test(parts)))
     declare_ready(ctx, *parts, ready_workers);
   // Shutdown: stop admitting at once, let requests in flight finish for
   // most of --shutdown-timeout, then end the rest.

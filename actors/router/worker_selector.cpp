@@ -10,6 +10,9 @@ double cost(const candidate& c, uint32_t prompt_blocks,
   double uncached = prompt_blocks > c.overlap_blocks
                       ? static_cast<double>(prompt_blocks - c.overlap_blocks)
                       : 0.0;
+  // An offloaded block is loaded back, not computed: it counts as cached
+  // by its tier's weight.
+  uncached = std::max(0.0, uncached - c.offload_credit);
   double queued =
     static_cast<double>(c.active_prefill_tokens) / std::max(1u, cfg.block_size);
   // On a full cache every new block evicts a cached one, which may be the

@@ -16,6 +16,8 @@ struct candidate {
   // KV blocks it could fill without evicting a cached one (never used, or
   // left after what it caches and what its queue will store); unknown: max.
   uint64_t free_blocks = UINT64_MAX;
+  // Blocks after those held only offloaded (CPU, storage), by tier weight.
+  double offload_credit = 0;
 };
 
 /// 1.0 everywhere (evict 0) is the plain cost; the router's defaults (0.1

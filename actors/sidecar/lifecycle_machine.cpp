@@ -33,6 +33,7 @@ cluster::worker_record lifecycle_machine::record() const {
   r.total_kv_blocks = info_.total_kv_blocks;
   r.data_parallel_size = info_.data_parallel_size;
   r.version = cfg_.version;
+  r.lora_adapters = info_.lora_adapters;
   return r;
 }
 

@@ -153,6 +153,16 @@ class openengine_adapter final : public engine_adapter {
     out.data_parallel_size =
       std::max(1u, info.parallelism().data_parallel_size());
     out.protocol = "openengine";
+    // Adapters, where the engine lists them (UNIMPLEMENTED: none).
+    grpc::ClientContext lctx;
+    deadline(lctx);
+    oe::ListLorasResponse loras;
+    out.lora_adapters.clear();
+    if (control_->ListLoras(&lctx, oe::ListLorasRequest{}, &loras).ok())
+      for (const auto& n : loras.lora_names())
+        if (!n.empty() && n.size() <= max_lora_name_bytes &&
+            out.lora_adapters.size() < max_lora_adapters)
+          out.lora_adapters.push_back(n);
     return st;
   }
 

@@ -173,6 +173,13 @@ void start_generate(
       return sink.on_done({grpc::StatusCode::UNIMPLEMENTED,
                            "SGLang engines take only bootstrap-room KV "
                            "sessions"});
+    // SGLang's native gRPC request has no salt field (proto/sglang.proto):
+    // sent without it, the tenant's prompt would share others' cache.
+    if (req.kv().has_cache_salt() && !req.kv().cache_salt().empty())
+      return sink.on_done({grpc::StatusCode::INVALID_ARGUMENT,
+                           "cache_salt is not supported by SGLang engines' "
+                           "gRPC; send the request without it or to a vLLM "
+                           "or OpenEngine worker"});
     new sglang_call(ch, req, rank, ctx, sink);
     return;
   }

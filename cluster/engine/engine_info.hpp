@@ -1,9 +1,15 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace outrider::engine {
+
+/// The most LoRA adapters a worker advertises, and the longest name.
+inline constexpr size_t max_lora_adapters = 256;
+inline constexpr size_t max_lora_name_bytes = 128;
 
 /// What the sidecar needs to know about its engine.
 struct engine_info {
@@ -17,6 +23,9 @@ struct engine_info {
   /// host:port of a prefill engine's bootstrap server (SGLang
   /// disaggregation: the decode engine fetches the KV from there).
   std::string bootstrap_endpoint;
+  /// The LoRA adapters it serves (OpenEngine `ListLoras`; empty where the
+  /// engine's protocol offers no list).
+  std::vector<std::string> lora_adapters;
 };
 
 /// One rank's KV event source, with connectable addresses.

@@ -60,6 +60,9 @@ sg::GenerateRequest to_sglang(const oe::GenerateRequest& in, int rank) {
       sp->add_stop_token_ids(static_cast<int32_t>(c.stop_token_id()));
   if (in.sampling().has_temperature())
     sp->set_temperature(static_cast<float>(in.sampling().temperature()));
+  // SGLang names a loaded adapter by its name in lora_path.
+  if (!in.lora_name().empty())
+    req.set_lora_path(in.lora_name());
   if (in.kv().has_session())
     if (auto p = bootstrap_params(in.kv().session()))
       *req.mutable_disaggregated_params() = std::move(*p);

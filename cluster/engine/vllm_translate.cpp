@@ -50,6 +50,11 @@ vllm::GenerateRequest to_vllm(const oe::GenerateRequest& in) {
       static_cast<int64_t>(in.sampling().seed()));
   if (in.sampling().has_temperature())
     req.set_temperature(static_cast<float>(in.sampling().temperature()));
+  // What keys the prompt's KV besides its tokens (docs/wire.md).
+  if (!in.lora_name().empty())
+    req.set_lora_name(in.lora_name());
+  if (in.kv().has_cache_salt())
+    req.mutable_kv()->set_cache_salt(in.kv().cache_salt());
   return req;
 }
 

@@ -2,8 +2,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
+
+#include "cluster/kv/kv_event.hpp"
 
 namespace outrider::kv {
 
@@ -13,7 +16,47 @@ namespace outrider::kv {
 inline constexpr uint64_t block_hash_seed = 1337;
 
 /// The seed for a LoRA adapter: different adapters never share blocks.
-uint64_t seed_for(std::string_view lora_name);
+uint64_t seed_for(std::string_view lora_name, uint64_t base = block_hash_seed);
+
+/// XXH3-64 of a block's extra keys (kind, length-prefixed value, offset of
+/// each item, in order); 0 for none.
+uint64_t extra_digest(const block_extra& extra);
+
+/// The router's key of one block: its tokens hashed under the adapter's
+/// seed, the extra keys' digest chained on when there are any, chained onto
+/// the parent's key (none at the root). Blocks equal in tokens but not in
+/// adapter, salt or media get different keys, and so does every block
+/// after them.
+uint64_t block_key(const uint32_t* tokens, size_t block_size,
+                   const block_identity& id, std::optional<uint64_t> parent,
+                   uint64_t base_seed = block_hash_seed);
+
+/// A media item of a prompt: its identifier (vLLM's mm hash or the
+/// client's uuid) and the tokens its placeholder spans.
+struct media_span {
+  std::string identifier;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+/// What a request adds to its tokens, as engines key its blocks: the
+/// adapter, the tenant salt (first block) and media items (each block they
+/// overlap gets (identifier, item start - block start)), in vLLM's order
+/// (media, then salt).
+struct prompt_identity {
+  std::string lora;
+  std::string cache_salt;
+  std::vector<media_span> media; // by offset
+  bool plain() const {
+    return lora.empty() && cache_salt.empty() && media.empty();
+  }
+};
+
+/// The router keys of every full block of a prompt with its identity.
+std::vector<uint64_t> sequence_keys(const uint32_t* tokens, size_t n,
+                                    size_t block_size,
+                                    const prompt_identity& id,
+                                    uint64_t base_seed = block_hash_seed);
 
 /// Local hash of one block of `block_size` tokens.
 uint64_t local_block_hash(const uint32_t* tokens, size_t block_size,

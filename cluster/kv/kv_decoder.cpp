@@ -1,6 +1,7 @@
 #include "cluster/kv/kv_decoder.hpp"
 
 #include <cstring>
+#include <iterator>
 #include <msgpack.hpp>
 #include <string_view>
 #include <xxhash.h>
@@ -46,23 +47,129 @@ bool as_hashes(const object& o, std::vector<uint64_t>& out) {
   return true;
 }
 
+// Token ids, or SGLang's EAGLE bigrams `[token, next]` (the first is the
+// block's token).
 bool as_tokens(const object& o, std::vector<uint32_t>& out) {
   if (o.type != t::ARRAY)
     return false;
   out.reserve(o.via.array.size);
   for (uint32_t i = 0; i < o.via.array.size; ++i) {
-    const auto& v = o.via.array.ptr[i];
-    if (v.type != t::POSITIVE_INTEGER || v.via.u64 > UINT32_MAX)
+    const auto* v = &o.via.array.ptr[i];
+    if (v->type == t::ARRAY && v->via.array.size == 2)
+      v = &v->via.array.ptr[0];
+    if (v->type != t::POSITIVE_INTEGER || v->via.u64 > UINT32_MAX)
       return false;
-    out.push_back(static_cast<uint32_t>(v.via.u64));
+    out.push_back(static_cast<uint32_t>(v->via.u64));
   }
   return true;
 }
 
-// The fields of one event, found by name (maps) or position (arrays).
-struct fields {
-  const object* values[4] = {nullptr, nullptr, nullptr, nullptr};
-};
+// An optional string: nil or absent is "", anything else not a string fails.
+bool opt_str(const object* o, std::string& out) {
+  if (!o || o->type == t::NIL)
+    return true;
+  if (o->type != t::STR)
+    return false;
+  out.assign(o->via.str.ptr, o->via.str.size);
+  return true;
+}
+
+bool opt_u32(const object* o, std::optional<uint32_t>& out) {
+  if (!o || o->type == t::NIL)
+    return true;
+  if (o->type != t::POSITIVE_INTEGER || o->via.u64 > UINT32_MAX)
+    return false;
+  out = static_cast<uint32_t>(o->via.u64);
+  return true;
+}
+
+bool opt_i64(const object* o, std::optional<int64_t>& out) {
+  if (!o || o->type == t::NIL)
+    return true;
+  if (o->type == t::POSITIVE_INTEGER && o->via.u64 <= INT64_MAX)
+    out = static_cast<int64_t>(o->via.u64);
+  else if (o->type == t::NEGATIVE_INTEGER)
+    out = o->via.i64;
+  else
+    return false;
+  return true;
+}
+
+// A medium name; one not known counts as storage (credited least).
+bool opt_medium(const object* o, kv::medium& out) {
+  std::string name;
+  if (!opt_str(o, name))
+    return false;
+  if (!name.empty())
+    out = kv::medium_of(name).value_or(kv::medium::storage);
+  return true;
+}
+
+bool opt_locality(const object* o, kv::locality& out) {
+  std::string name;
+  if (!opt_str(o, name))
+    return false;
+  out = name == "REMOTE"  ? kv::locality::remote
+        : name == "LOCAL" ? kv::locality::local
+                          : kv::locality::unspecified;
+  return true;
+}
+
+// One item of a block's extra keys: str, [identifier, offset], or bin.
+bool as_extra_item(const object& o, kv::extra_key& out) {
+  if (o.type == t::STR) {
+    out = {kv::extra_key::kind::text, std::string(str(o)), 0};
+    return true;
+  }
+  if (o.type == t::BIN) {
+    out = {kv::extra_key::kind::digest,
+           std::string(o.via.bin.ptr, o.via.bin.size), 0};
+    return true;
+  }
+  if (o.type == t::ARRAY && o.via.array.size == 2) {
+    const auto& id = o.via.array.ptr[0];
+    std::optional<int64_t> off;
+    if (!opt_i64(&o.via.array.ptr[1], off) || !off)
+      return false;
+    if (id.type == t::STR)
+      out = {kv::extra_key::kind::media, std::string(str(id)), *off};
+    else if (id.type == t::BIN)
+      out = {kv::extra_key::kind::media,
+             std::string(id.via.bin.ptr, id.via.bin.size), *off};
+    else
+      return false;
+    return true;
+  }
+  return false;
+}
+
+// extra_keys: nil, or one entry (nil or a list of items) per block hash.
+bool opt_extra_keys(const object* o, size_t blocks,
+                    std::vector<kv::block_extra>& out) {
+  if (!o || o->type == t::NIL)
+    return true;
+  if (o->type != t::ARRAY || o->via.array.size != blocks)
+    return false;
+  out.resize(blocks);
+  bool any = false;
+  for (uint32_t i = 0; i < o->via.array.size; ++i) {
+    const auto& e = o->via.array.ptr[i];
+    if (e.type == t::NIL)
+      continue;
+    if (e.type != t::ARRAY)
+      return false;
+    for (uint32_t j = 0; j < e.via.array.size; ++j) {
+      kv::extra_key k;
+      if (!as_extra_item(e.via.array.ptr[j], k))
+        return false;
+      out[i].push_back(std::move(k));
+      any = true;
+    }
+  }
+  if (!any)
+    out.clear();
+  return true;
+}
 
 enum class tag { stored, removed, cleared, unknown };
 
@@ -76,35 +183,114 @@ tag tag_of(std::string_view s) {
   return tag::unknown;
 }
 
-// Field names in declaration order; the first `required` must be present.
-constexpr std::string_view stored_fields[] = {
-  "block_hashes", "parent_block_hash", "token_ids", "block_size"};
-constexpr std::string_view removed_fields[] = {"block_hashes"};
+// Field names in declaration order (= positions after the tag in the array
+// form); the first `required` must be present. BlockStored's `cache_salt`
+// is SGLang's (maps only).
+constexpr std::string_view stored_fields[] = {"block_hashes",
+                                              "parent_block_hash",
+                                              "token_ids",
+                                              "block_size",
+                                              "lora_id",
+                                              "medium",
+                                              "lora_name",
+                                              "extra_keys",
+                                              "group_idx",
+                                              "kv_cache_spec_kind",
+                                              "kv_cache_spec_sliding_window",
+                                              "locality",
+                                              "ownership",
+                                              "session_id",
+                                              "cache_salt"};
+constexpr size_t stored_positional = 14; // cache_salt has no position
+constexpr size_t stored_required = 4;
+constexpr std::string_view removed_fields[] = {
+  "block_hashes", "medium", "group_idx", "locality", "ownership"};
+constexpr size_t removed_required = 1;
+constexpr size_t max_fields = std::size(stored_fields);
 
-// A BlockStored event's fields, in order: block_hashes, parent_block_hash,
-// token_ids, block_size.
-std::optional<kv_reject> decode_stored(const fields& f,
+// The fields of one event, found by name (maps) or position (arrays).
+struct fields {
+  const object* values[max_fields] = {};
+  // SGLang's intermediate array form: a metadata map where vLLM has
+  // lora_name ({"cache_salt"?, "session_id"?}).
+  const object* metadata = nullptr;
+};
+
+enum stored_pos : size_t {
+  s_hashes,
+  s_parent,
+  s_tokens,
+  s_block_size,
+  s_lora_id,
+  s_medium,
+  s_lora_name,
+  s_extra,
+  s_group,
+  s_kind,
+  s_window,
+  s_locality,
+  s_ownership,
+  s_session,
+  s_salt,
+};
+
+std::optional<kv_reject> decode_stored(fields& f,
                                        std::vector<kv::kv_event>& out) {
   kv::block_stored s;
-  if (!as_hashes(*f.values[0], s.block_hashes))
+  if (!as_hashes(*f.values[s_hashes], s.block_hashes) || s.block_hashes.empty())
     return kv_reject::bad_event;
-  if (f.values[1]->type != t::NIL) {
-    auto p = as_hash(*f.values[1]);
+  if (f.values[s_parent]->type != t::NIL) {
+    auto p = as_hash(*f.values[s_parent]);
     if (!p)
       return kv_reject::bad_event;
     s.parent_block_hash = *p;
   }
-  if (!as_tokens(*f.values[2], s.token_ids))
+  if (!as_tokens(*f.values[s_tokens], s.token_ids))
     return kv_reject::bad_event;
-  const auto& bs = *f.values[3];
-  if (bs.type != t::POSITIVE_INTEGER || bs.via.u64 == 0 ||
-      bs.via.u64 > UINT32_MAX)
+  const auto& bs = *f.values[s_block_size];
+  if (bs.type != t::POSITIVE_INTEGER || bs.via.u64 > UINT32_MAX)
     return kv_reject::bad_event;
   s.block_size = static_cast<uint32_t>(bs.via.u64);
-  if (s.block_hashes.empty() ||
-      s.token_ids.size() != s.block_hashes.size() * s.block_size)
+  if (f.metadata) {
+    const auto& m = f.metadata->via.map;
+    for (uint32_t i = 0; i < m.size; ++i)
+      if (is_str(m.ptr[i].key, "cache_salt"))
+        f.values[s_salt] = &m.ptr[i].val;
+      else if (is_str(m.ptr[i].key, "session_id"))
+        f.values[s_session] = &m.ptr[i].val;
+  }
+  if (!opt_i64(f.values[s_lora_id], s.lora_id) ||
+      !opt_medium(f.values[s_medium], s.medium) ||
+      !opt_str(f.values[s_lora_name], s.lora_name) ||
+      !opt_extra_keys(f.values[s_extra], s.block_hashes.size(), s.extra_keys) ||
+      !opt_u32(f.values[s_group], s.group_idx) ||
+      !opt_str(f.values[s_kind], s.spec_kind) ||
+      !opt_u32(f.values[s_window], s.sliding_window) ||
+      !opt_locality(f.values[s_locality], s.locality) ||
+      !opt_str(f.values[s_ownership], s.ownership) ||
+      !opt_str(f.values[s_session], s.session_id) ||
+      !opt_str(f.values[s_salt], s.cache_salt))
+    return kv_reject::bad_event;
+  // An offload placeholder has neither tokens nor a block size; any other
+  // store carries block_size tokens per hash.
+  if (!s.tokenless() &&
+      (s.block_size == 0 ||
+       s.token_ids.size() != s.block_hashes.size() * s.block_size))
     return kv_reject::token_count_mismatch;
   out.emplace_back(std::move(s));
+  return std::nullopt;
+}
+
+std::optional<kv_reject> decode_removed(const fields& f,
+                                        std::vector<kv::kv_event>& out) {
+  kv::block_removed r;
+  if (!as_hashes(*f.values[0], r.block_hashes) ||
+      !opt_medium(f.values[1], r.medium) ||
+      !opt_u32(f.values[2], r.group_idx) ||
+      !opt_locality(f.values[3], r.locality) ||
+      !opt_str(f.values[4], r.ownership))
+    return kv_reject::bad_event;
+  out.emplace_back(std::move(r));
   return std::nullopt;
 }
 
@@ -112,9 +298,12 @@ std::optional<kv_reject> decode_event(const object& ev,
                                       std::vector<kv::kv_event>& out) {
   tag kind = tag::unknown;
   fields f;
-  size_t wanted = 0;
-  auto wanted_for = [](tag k) -> size_t {
-    return k == tag::stored ? 4 : (k == tag::removed ? 1 : 0);
+  auto names_of = [](tag k) -> std::pair<const std::string_view*, size_t> {
+    if (k == tag::stored)
+      return {stored_fields, std::size(stored_fields)};
+    if (k == tag::removed)
+      return {removed_fields, std::size(removed_fields)};
+    return {nullptr, 0};
   };
   if (ev.type == t::MAP) {
     const auto& m = ev.via.map;
@@ -126,12 +315,12 @@ std::optional<kv_reject> decode_event(const object& ev,
       }
     if (kind == tag::unknown)
       return kv_reject::unknown_event_type;
-    wanted = wanted_for(kind);
-    const auto* names = kind == tag::stored ? stored_fields : removed_fields;
+    auto [names, count] = names_of(kind);
+    // Keys not known are ignored (newer engines add fields).
     for (uint32_t i = 0; i < m.size; ++i) {
       if (m.ptr[i].key.type != t::STR)
         return kv_reject::bad_event;
-      for (size_t k = 0; k < wanted; ++k)
+      for (size_t k = 0; k < count; ++k)
         if (str(m.ptr[i].key) == names[k])
           f.values[k] = &m.ptr[i].val;
     }
@@ -142,25 +331,31 @@ std::optional<kv_reject> decode_event(const object& ev,
     kind = tag_of(str(a.ptr[0]));
     if (kind == tag::unknown)
       return kv_reject::unknown_event_type;
-    wanted = wanted_for(kind);
-    for (size_t k = 0; k < wanted && k + 1 < a.size; ++k)
+    auto count = kind == tag::stored    ? stored_positional
+                 : kind == tag::removed ? std::size(removed_fields)
+                                        : 0;
+    // Trailing positions not known are ignored.
+    for (size_t k = 0; k < count && k + 1 < a.size; ++k)
       f.values[k] = &a.ptr[k + 1];
+    if (kind == tag::stored && f.values[s_lora_name] &&
+        f.values[s_lora_name]->type == t::MAP) {
+      f.metadata = f.values[s_lora_name];
+      f.values[s_lora_name] = nullptr;
+    }
   } else {
     return kv_reject::bad_event;
   }
-  for (size_t k = 0; k < wanted; ++k)
+  auto required = kind == tag::stored    ? stored_required
+                  : kind == tag::removed ? removed_required
+                                         : 0;
+  for (size_t k = 0; k < required; ++k)
     if (!f.values[k])
       return kv_reject::bad_event;
   switch (kind) {
   case tag::stored:
     return decode_stored(f, out);
-  case tag::removed: {
-    kv::block_removed r;
-    if (!as_hashes(*f.values[0], r.block_hashes))
-      return kv_reject::bad_event;
-    out.emplace_back(std::move(r));
-    return std::nullopt;
-  }
+  case tag::removed:
+    return decode_removed(f, out);
   case tag::cleared:
     out.emplace_back(kv::all_blocks_cleared{});
     return std::nullopt;
