@@ -1,6 +1,7 @@
 #include "tests/e2e/process.hpp"
 
 #include <arpa/inet.h>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -22,9 +23,12 @@ namespace outrider::test {
 
 child_process::child_process(std::vector<std::string> argv,
                              std::vector<std::string> env) {
-  static int counter = 0;
+  // Atomic: tests start children from several threads at once (a plain
+  // counter gave two concurrent curls one log file, each truncating and
+  // removing the other's output: the SGLang disaggregation test's flake).
+  static std::atomic<int> counter{0};
   log_path_ = "/tmp/outrider-e2e-" + std::to_string(::getpid()) + "-" +
-              std::to_string(counter++) + ".log";
+              std::to_string(counter.fetch_add(1)) + ".log";
   std::vector<char*> args;
   for (auto& a : argv)
     args.push_back(a.data());

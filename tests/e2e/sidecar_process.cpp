@@ -1,5 +1,6 @@
 #include "tests/e2e/sidecar_process.hpp"
 
+#include <atomic>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -9,10 +10,10 @@ namespace outrider::test {
 namespace fs = std::filesystem;
 
 temp_dir::temp_dir() {
-  static int n = 0;
+  static std::atomic<int> n{0}; // made from several threads at once
   path =
-    fs::temp_directory_path() /
-    ("outrider-e2e-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+    fs::temp_directory_path() / ("outrider-e2e-" + std::to_string(::getpid()) +
+                                 "-" + std::to_string(n.fetch_add(1)));
   fs::create_directories(path);
 }
 
