@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -25,6 +26,22 @@ struct engine_config {
   /// Salt of the engine's block hashes: opaque, not the router's hash.
   uint64_t hash_salt = 0x9e3779b97f4a7c15ULL;
   timing_model timing;
+  /// A CPU offload tier of this many blocks (0: none), as vLLM's
+  /// OffloadingConnector: every block computed on GPU is written through
+  /// to it; a prompt's blocks found there after its GPU prefix are loaded
+  /// back at `offload_load_ms` each instead of computed. Its events
+  /// (medium CPU) are self-describing (full metadata) or, with
+  /// `offload_placeholders`, tokenless (one per hash); `offload_locality`
+  /// marks them (REMOTE: a tier another node holds); `offload_store_only`
+  /// publishes no removals (LMCache's connector).
+  uint32_t offload_blocks = 0;
+  bool offload_placeholders = false;
+  kv::locality offload_locality = kv::locality::unspecified;
+  bool offload_store_only = false;
+  double offload_load_ms = 0.5;
+  /// Publish every GPU event also as group 1 of a sliding-window layer
+  /// (same hashes, as vLLM's hybrid models), group 0 full attention.
+  bool hybrid_groups = false;
 };
 
 /// A request as the engine core sees it.
@@ -114,9 +131,8 @@ class engine_core {
 
   /// Prefix-cache reset; records AllBlocksCleared.
   void reset_prefix_cache();
-  std::vector<cached_block> cache_snapshot() const {
-    return blocks_.snapshot();
-  }
+  /// Every cached block: the GPU's, then the offload tier's copies.
+  std::vector<cached_block> cache_snapshot() const;
   engine_load load() const;
   uint64_t preemptions() const { return preemptions_; }
 
@@ -132,6 +148,9 @@ class engine_core {
   uint64_t block_hash(const request_state& r, size_t block,
                       std::optional<uint64_t> parent,
                       const uint32_t* tokens) const;
+  void offload(const block_stored& gpu_run);
+  size_t offload_hits(const std::vector<uint64_t>& hashes, size_t from);
+  std::vector<kv_event> with_groups(std::vector<kv_event> events) const;
   bool admit(const request_ptr& r, uint32_t& budget,
              std::vector<std::pair<request_ptr, uint32_t>>& scheduled);
 
@@ -141,6 +160,16 @@ class engine_core {
   std::vector<request_ptr> running_; // in admission order
   std::unordered_map<std::string, request_ptr> by_id_;
   uint64_t preemptions_ = 0;
+  // The offload tier: hash -> the block's copy, in LRU order.
+  struct offloaded {
+    std::optional<uint64_t> parent;
+    std::vector<uint32_t> tokens;
+    kv::block_identity identity;
+    std::list<uint64_t>::iterator lru_pos;
+  };
+  std::unordered_map<uint64_t, offloaded> offload_;
+  std::list<uint64_t> offload_lru_; // oldest first
+  double load_ms_ = 0;              // reloads of the step being scheduled
   std::vector<token_output> pending_outputs_; // aborts between steps
 };
 

@@ -78,6 +78,7 @@ runtime::http_response truth_route(sim_engine& e,
       j["hash"] = b.hash;
       j["parent"] = b.parent ? nlohmann::json(*b.parent) : nlohmann::json();
       j["token_ids"] = b.token_ids;
+      j["medium"] = kv::to_string(b.medium);
       blocks.push_back(std::move(j));
     }
   } else if (req.path == "/debug/load") {

@@ -32,6 +32,12 @@ constexpr option_key<int64_t> max_model_len{"max-model-len"};
 constexpr option_key<int64_t> vocab_size{"vocab-size"};
 constexpr option_key<std::string> scheduling{"scheduling-policy"};
 constexpr option_key<std::string> lora_modules{"lora-modules"};
+constexpr option_key<int64_t> offload_blocks{"kv-offload-blocks"};
+constexpr option_key<std::string> offload_events{"kv-offload-events"};
+constexpr option_key<std::string> offload_locality{"kv-offload-locality"};
+constexpr option_key<bool> offload_store_only{"kv-offload-store-only"};
+constexpr option_key<double> offload_load_ms{"kv-offload-load-ms"};
+constexpr option_key<bool> hybrid_groups{"kv-hybrid-groups"};
 constexpr option_key<double> speedup{"speedup"};
 constexpr option_key<bool> no_sleep{"no-sleep"};
 constexpr option_key<std::chrono::milliseconds> startup_delay{"startup-delay"};
@@ -113,6 +119,29 @@ std::vector<option_spec> make_specs() {
          "LoRA adapters served besides the base model, comma separated "
          "(names only: the simulated KV of each is keyed apart, as vLLM's)",
          "--lora-modules sql,chat"),
+    integer("kv-offload-blocks", e.offload_blocks,
+            "a CPU offload tier of this many blocks (0: none): computed "
+            "blocks are written through to it, and blocks found there after "
+            "a prompt's GPU prefix are loaded back instead of computed",
+            "--kv-offload-blocks 65536", 0, 100000000),
+    spec("kv-offload-events", ot::string, "self-describing",
+         "the offload tier's KV events: one store per block with its tokens "
+         "and parent, or vLLM's tokenless placeholders (one per hash)",
+         "--kv-offload-events placeholder", {"self-describing", "placeholder"}),
+    spec("kv-offload-locality", ot::string, "none",
+         "the locality the offload tier's events carry (remote: a tier "
+         "another node holds)",
+         "--kv-offload-locality remote", {"none", "local", "remote"}),
+    spec("kv-offload-store-only", ot::boolean, "false",
+         "publish no removals of the offload tier (as LMCache's connector)",
+         "--kv-offload-store-only"),
+    number("kv-offload-load-ms", e.offload_load_ms,
+           "model time to load one block back from the offload tier",
+           "--kv-offload-load-ms 2", 0, 1e6),
+    spec("kv-hybrid-groups", ot::boolean, "false",
+         "publish each GPU event also for group 1, a sliding-window layer "
+         "(same hashes, as vLLM's hybrid models)",
+         "--kv-hybrid-groups"),
     spec("scheduling-policy", ot::string, "fcfs",
          "admit waiting requests by arrival, or by (priority, arrival) "
          "as vLLM's priority policy: lower first",
@@ -219,6 +248,15 @@ std::string to_config(const runtime::options& o, sim_config& c) {
   c.engine.max_model_len = static_cast<uint32_t>(o.get(key::max_model_len));
   c.engine.vocab_size = static_cast<uint32_t>(o.get(key::vocab_size));
   c.engine.priority_scheduling = o.get(key::scheduling) == "priority";
+  c.engine.offload_blocks = static_cast<uint32_t>(o.get(key::offload_blocks));
+  c.engine.offload_placeholders = o.get(key::offload_events) == "placeholder";
+  const auto& loc = o.get(key::offload_locality);
+  c.engine.offload_locality = loc == "remote"  ? kv::locality::remote
+                              : loc == "local" ? kv::locality::local
+                                               : kv::locality::unspecified;
+  c.engine.offload_store_only = o.get(key::offload_store_only);
+  c.engine.offload_load_ms = o.get(key::offload_load_ms);
+  c.engine.hybrid_groups = o.get(key::hybrid_groups);
   c.lora_adapters.clear();
   std::string mods = o.get(key::lora_modules);
   for (size_t at = 0; at <= mods.size();) {

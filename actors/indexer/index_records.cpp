@@ -235,8 +235,8 @@ std::string encode_events(const std::vector<kv::kv_event>& events) {
 }
 
 // Snapshot (key `q`): per block hash, parent flag and value, tokens, LoRA,
-// extra keys, group, spec kind, and its copies (medium, locality,
-// ownership, count). The first format (key `p`) had no more than tokens:
+// extra keys, and its copies (medium, locality, ownership, group, spec
+// kind, count). The first format (key `p`) had no more than tokens:
 // its blocks read as GPU copies of the base model.
 std::string encode_snapshot(const local_index::rank_map& blocks) {
   std::string out;
@@ -248,11 +248,10 @@ std::string encode_snapshot(const local_index::rank_map& blocks) {
     put_tokens(out, b.token_ids);
     put_str(out, b.identity.lora);
     put_extra(out, b.identity.extra);
-    put_opt(out, b.group_idx, 4);
-    put_str(out, b.spec_kind);
     put_be(out, b.where.size(), 4);
     for (const auto& w : b.where) {
-      put_place(out, w.medium, w.locality, w.ownership, std::nullopt);
+      put_place(out, w.medium, w.locality, w.ownership, w.group_idx);
+      put_str(out, w.spec_kind);
       put_be(out, w.copies, 4);
     }
   }
@@ -277,17 +276,17 @@ bool decode_snapshot(std::string_view v, int rank, local_index& index,
       index.put(rank, hash, std::move(b));
       continue;
     }
-    if (!get_str(r, b.identity.lora) || !get_extra(r, b.identity.extra) ||
-        !get_opt(r, b.group_idx, 4) || !get_str(r, b.spec_kind))
+    if (!get_str(r, b.identity.lora) || !get_extra(r, b.identity.extra))
       return false;
     auto n = r.get(4);
-    if (!r.ok || n > kv::medium_count * 64 ||
-        static_cast<uint64_t>(r.end - r.p) < n * 15)
+    // Each copy takes at least 19 bytes; more than 1024 places for one
+    // block is corrupt.
+    if (!r.ok || n > 1024 || static_cast<uint64_t>(r.end - r.p) < n * 19)
       return false;
     for (uint64_t i = 0; i < n; ++i) {
       residency w;
-      std::optional<uint32_t> unused;
-      if (!get_place(r, w.medium, w.locality, w.ownership, unused))
+      if (!get_place(r, w.medium, w.locality, w.ownership, w.group_idx) ||
+          !get_str(r, w.spec_kind))
         return false;
       w.copies = static_cast<uint32_t>(r.get(4));
       if (w.copies == 0)

@@ -1,27 +1,51 @@
 #include "actors/indexer/local_index.hpp"
 
+#include <algorithm>
+
 namespace outrider::indexer {
 
-void add_copy(std::vector<residency>& where, kv::medium m, kv::locality l,
-              const std::string& ownership) {
-  for (auto& r : where)
-    if (r.medium == m && r.locality == l && r.ownership == ownership) {
-      if (m != kv::medium::gpu)
-        ++r.copies;
-      return;
-    }
-  where.push_back(residency{m, l, ownership, 1});
+namespace {
+
+residency place_of(const kv::block_stored& s) {
+  return residency{s.medium,    s.locality,  s.ownership,
+                   s.group_idx, s.spec_kind, 1};
 }
 
-bool drop_copy(std::vector<residency>& where, kv::medium m, kv::locality l,
-               const std::string& ownership) {
-  for (auto it = where.begin(); it != where.end(); ++it)
-    if (it->medium == m && it->locality == l && it->ownership == ownership) {
-      if (--it->copies == 0)
-        where.erase(it);
-      return true;
+residency place_of(const kv::block_removed& r) {
+  return residency{r.medium, r.locality, r.ownership, r.group_idx, {}, 1};
+}
+
+} // namespace
+
+void add_copy(std::vector<residency>& where, residency place) {
+  for (auto& r : where)
+    if (r.same_place(place)) {
+      if (place.medium != kv::medium::gpu)
+        ++r.copies;
+      if (!place.spec_kind.empty())
+        r.spec_kind = std::move(place.spec_kind);
+      return;
     }
-  return false;
+  place.copies = 1;
+  where.push_back(std::move(place));
+}
+
+bool drop_copy(std::vector<residency>& where, const residency& place) {
+  auto it = std::find_if(where.begin(), where.end(), [&](const residency& r) {
+    return r.same_place(place);
+  });
+  // A removal that names no group takes a copy of any group.
+  if (it == where.end() && !place.group_idx)
+    it = std::find_if(where.begin(), where.end(), [&](const residency& r) {
+      auto any = place;
+      any.group_idx = r.group_idx;
+      return r.same_place(any);
+    });
+  if (it == where.end())
+    return false;
+  if (--it->copies == 0)
+    where.erase(it);
+  return true;
 }
 
 apply_stats local_index::apply(int rank,
@@ -35,11 +59,9 @@ apply_stats local_index::apply(int rank,
         // block known only by its hash.
         for (auto h : s->block_hashes) {
           auto [it, fresh] = blocks.try_emplace(h);
-          if (fresh) {
-            it->second.group_idx = s->group_idx;
+          if (fresh)
             ++st.placeholders;
-          }
-          add_copy(it->second.where, s->medium, s->locality, s->ownership);
+          add_copy(it->second.where, place_of(*s));
           ++st.stored;
         }
         continue;
@@ -54,17 +76,14 @@ apply_stats local_index::apply(int rank,
         b.parent = parent;
         b.token_ids.assign(first, first + s->block_size);
         b.identity = kv::identity_of(*s, i);
-        b.group_idx = s->group_idx;
-        b.spec_kind = s->spec_kind;
-        add_copy(b.where, s->medium, s->locality, s->ownership);
+        add_copy(b.where, place_of(*s));
         parent = s->block_hashes[i];
         ++st.stored;
       }
     } else if (auto* r = std::get_if<kv::block_removed>(&ev)) {
       for (auto h : r->block_hashes) {
         auto it = blocks.find(h);
-        if (it == blocks.end() || !drop_copy(it->second.where, r->medium,
-                                             r->locality, r->ownership)) {
+        if (it == blocks.end() || !drop_copy(it->second.where, place_of(*r))) {
           ++st.unknown_removal;
           continue;
         }
@@ -108,7 +127,7 @@ std::vector<kv::kv_event> local_index::snapshot_events(int rank) const {
         for (uint32_t c = 0; c < r.copies; ++c)
           blocks.push_back(kv::cached_block{
             hash, info.parent, info.token_ids, info.identity, r.medium,
-            r.locality, r.ownership, info.group_idx, info.spec_kind});
+            r.locality, r.ownership, r.group_idx, r.spec_kind});
   return kv::stores_parents_first(std::move(blocks));
 }
 

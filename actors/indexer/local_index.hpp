@@ -18,19 +18,25 @@ namespace outrider::indexer {
 /// removes once); an offload tier's copies are reference-counted, since
 /// self-describing chunk events re-announce shared prefixes once per chunk
 /// and remove them once per chunk.
+/// Each KV cache group of a hybrid model (group_idx, with its spec kind)
+/// holds copies of its own under the same hash.
 struct residency {
   kv::medium medium = kv::medium::gpu;
   kv::locality locality = kv::locality::unspecified;
   std::string ownership;
+  std::optional<uint32_t> group_idx;
+  std::string spec_kind;
   uint32_t copies = 0;
+  bool same_place(const residency& o) const {
+    return medium == o.medium && locality == o.locality &&
+           ownership == o.ownership && group_idx == o.group_idx;
+  }
 };
 
 struct block_info {
   std::optional<uint64_t> parent;
   std::vector<uint32_t> token_ids; // empty: an unresolved offload placeholder
   kv::block_identity identity;
-  std::optional<uint32_t> group_idx;
-  std::string spec_kind;
   std::vector<residency> where;
 };
 
@@ -68,10 +74,8 @@ class local_index {
 };
 
 /// Adds one announced copy to `where` (GPU copies count once).
-void add_copy(std::vector<residency>& where, kv::medium m, kv::locality l,
-              const std::string& ownership);
+void add_copy(std::vector<residency>& where, residency place);
 /// Drops one; false when no such copy is held.
-bool drop_copy(std::vector<residency>& where, kv::medium m, kv::locality l,
-               const std::string& ownership);
+bool drop_copy(std::vector<residency>& where, const residency& place);
 
 } // namespace outrider::indexer

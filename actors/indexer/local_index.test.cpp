@@ -47,13 +47,12 @@ bool same(const local_index& a, const local_index& b) {
           i->second.token_ids != info.token_ids ||
           i->second.identity.lora != info.identity.lora ||
           i->second.identity.extra != info.identity.extra ||
-          i->second.group_idx != info.group_idx ||
           i->second.where.size() != info.where.size())
         return false;
       for (size_t w = 0; w < info.where.size(); ++w) {
         const auto &x = info.where[w], &y = i->second.where[w];
-        if (x.medium != y.medium || x.locality != y.locality ||
-            x.ownership != y.ownership || x.copies != y.copies)
+        if (!x.same_place(y) || x.spec_kind != y.spec_kind ||
+            x.copies != y.copies)
           return false;
       }
     }
@@ -253,4 +252,27 @@ TEST_CASE("the store keeps every field through its log, snapshots and a "
   CHECK(old.ranks().at(0).at(7).token_ids == std::vector<uint32_t>{5, 6});
   CHECK(old.ranks().at(0).at(7).where.size() == 1);
   CHECK_FALSE(records::decode_snapshot(v, 0, old, false));
+}
+
+TEST_CASE("a hybrid model's groups hold their own copies under one hash") {
+  local_index idx;
+  auto full = stored({1, 2}, std::nullopt);
+  full.group_idx = 0;
+  full.spec_kind = "full_attention";
+  auto window = full;
+  window.group_idx = 1;
+  window.spec_kind = "sliding_window";
+  idx.apply(0, {full, window});
+  kv::block_removed rm;
+  rm.block_hashes = {1, 2};
+  rm.group_idx = 1;
+  idx.apply(0, {rm});
+  REQUIRE(idx.blocks(0) == 2);
+  const auto& w = idx.ranks().at(0).at(1).where;
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].group_idx == std::optional<uint32_t>{0});
+  CHECK(w[0].spec_kind == "full_attention");
+  // The snapshot says so: a full-attention store per block.
+  for (const auto& ev : idx.snapshot_events(0))
+    CHECK(std::get<kv::block_stored>(ev).spec_kind == "full_attention");
 }

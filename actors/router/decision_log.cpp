@@ -11,7 +11,9 @@ namespace {
 
 const char* placed_help = "Blocks over all placements: of the prompts, of "
                           "the best overlap on offer, of the chosen rank's "
-                          "overlap, and served from the engines' caches";
+                          "overlap, held after it only in the chosen rank's "
+                          "offload tiers, and served from the engines' "
+                          "caches";
 
 } // namespace
 
@@ -61,6 +63,8 @@ decision_log::decision_log(size_t keep) : keep_(keep) {
                                 {{"of", "best_overlap"}});
   chosen_blocks_ = &m.get_counter("outrider_router_placed_blocks_total", blocks,
                                   {{"of", "chosen_overlap"}});
+  offloaded_blocks_ = &m.get_counter("outrider_router_placed_blocks_total",
+                                     blocks, {{"of", "offloaded"}});
 }
 
 void decision_log::record(const route_decision& d) {
@@ -71,6 +75,7 @@ void decision_log::record(const route_decision& d) {
   prompt_blocks_->inc(d.prompt_blocks);
   best_blocks_->inc(d.best_overlap_blocks);
   chosen_blocks_->inc(d.chosen_overlap_blocks);
+  offloaded_blocks_->inc(d.offloaded_blocks);
   spdlog::debug("router: placed on {} rank {} of {}: overlap {}/{} blocks "
                 "(best on offer {}, queued {} tokens there, cost {:.1f} vs "
                 "{:.1f}); queued {} tokens here, {} decode blocks",

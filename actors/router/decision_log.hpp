@@ -43,6 +43,7 @@ class decision_log {
   std::deque<entry> entries_;
   runtime::histogram* forgone_ = nullptr;
   runtime::counter* best_ = nullptr;
+  runtime::counter* offloaded_blocks_ = nullptr;
   runtime::counter* less_ = nullptr;
   runtime::counter* none_ = nullptr;
   runtime::histogram* queued_ = nullptr;

@@ -306,10 +306,13 @@ route_decision placement::place(const route_request& req) {
   // the GPU run, and the offloaded blocks after it, credited by tier.
   std::unordered_map<uint32_t, uint32_t> overlap;
   std::unordered_map<uint32_t, double> offloaded;
+  std::unordered_map<uint32_t, uint32_t> offloaded_blocks;
   for (const auto& o : index_.find(seq)) {
     overlap[o.slot] = o.gpu_blocks;
-    if (o.credit > o.gpu_blocks)
+    if (o.any_blocks > o.gpu_blocks) {
       offloaded[o.slot] = o.credit - o.gpu_blocks;
+      offloaded_blocks[o.slot] = o.any_blocks - o.gpu_blocks;
+    }
   }
   fill_overlaps(cands, seq, overlap);
   for (auto& c : cands)
@@ -320,6 +323,8 @@ route_decision placement::place(const route_request& req) {
   explain(d, cands, chosen, prompt_blocks);
   auto o = overlap.find(slot);
   uint32_t overlap_blocks = o == overlap.end() ? 0 : o->second;
+  if (auto off = offloaded_blocks.find(slot); off != offloaded_blocks.end())
+    d.offloaded_blocks = off->second;
   auto& info = slots_[slot];
   d.queued_prefill_tokens = info.prefill_tokens;
   d.held_decode_blocks = info.decode_blocks;

@@ -64,6 +64,9 @@ struct route_decision {
   uint32_t candidates = 0;
   uint32_t chosen_overlap_blocks = 0;
   uint32_t best_overlap_blocks = 0;
+  /// Blocks after the chosen rank's GPU run that it holds only in an
+  /// offload tier (credited by tier weight; loaded back, not computed).
+  uint32_t offloaded_blocks = 0;
   double cost = 0;
   double best_overlap_cost = 0;
   uint64_t best_overlap_prefill_tokens = 0;

@@ -129,3 +129,121 @@ TEST_CASE("a tenant's prompt never lands on another tenant's blocks as a "
   CHECK(code == 400);
   CHECK(body.find("invalid_cache_salt") != std::string::npos);
 }
+
+namespace {
+
+// Warms prompts on an engine, then runs enough others through it that they
+// leave its GPU (its LRU): with an offload tier, they stay there.
+void push_off_gpu(const sim_process& sim,
+                  const std::vector<std::vector<uint32_t>>& keep,
+                  uint32_t first = 0) {
+  for (const auto& p : keep)
+    warm(sim, p);
+  // 17 prompts of 16 blocks: more than the 256 GPU blocks.
+  for (uint32_t i = first; i < first + 17; ++i)
+    warm(sim, tokens(12000 + 80 * i, 64));
+}
+
+double placed_on(cluster& c, int worker) {
+  return c.router_metric("outrider_router_placed_total{worker=\"worker-" +
+                         std::to_string(worker) + "\",rank=\"0\"}");
+}
+
+} // namespace
+
+TEST_CASE("offload tiers: a GPU copy beats a CPU copy, which beats none, "
+          "and the CPU copy outlives its GPU eviction") {
+  cluster c{3, {.extra = {"--kv-offload-blocks", "4096"}}};
+  auto p = tokens(1000, 64), q = tokens(5000, 64);
+  warm(*c.sims[0], p);
+  push_off_gpu(*c.sims[1], {p, q});
+  // Worker 1 holds p and q only in its CPU tier; its sidecar says so.
+  auto truth = c.sims[1]->cache(0);
+  size_t cpu = 0;
+  for (const auto& b : truth["blocks"])
+    cpu += b.value("medium", "GPU") == "CPU";
+  CHECK(cpu >= 32);
+  REQUIRE(eventually(
+    [&] { return index_matches_engine(*c.sides[1], *c.sims[1]); }, 10s));
+  REQUIRE(eventually(
+    [&] { return index_matches_engine(*c.sides[0], *c.sims[0]); }, 10s));
+  for (uint32_t i = 0; i < 3; ++i) {
+    auto suffix = tokens(20000 + 100 * i, 6);
+    auto before0 = placed_on(c, 0);
+    auto r = c.complete(concat(p, suffix), 2);
+    CHECK(placed_on(c, 0) == before0 + 1); // GPU over CPU
+    CHECK(r["usage"]["prompt_tokens_details"]["cached_tokens"] == 64);
+    auto before1 = placed_on(c, 1);
+    auto before =
+      c.router_metric("outrider_router_placed_blocks_total{of=\"offloaded\"}");
+    auto s = c.complete(concat(q, suffix), 2);
+    CHECK(placed_on(c, 1) == before1 + 1); // CPU over none
+    // Loaded back from the tier, not computed.
+    CHECK(s["usage"]["prompt_tokens_details"]["cached_tokens"] == 64);
+    CHECK(c.router_metric(
+            "outrider_router_placed_blocks_total{of=\"offloaded\"}") >=
+          before + (i == 0 ? 16 : 0));
+  }
+  // No batch or event of the tier was refused on the way.
+  for (const auto& side : c.sides)
+    CHECK_FALSE(side
+                  ->metric("outrider_kv_events_rejected_total{reason="
+                           "\"bad_event\"}")
+                  .value_or(0) > 0);
+}
+
+TEST_CASE("offload tiers: placeholders resolve through the GPU copy, hybrid "
+          "groups and a store-only tier neither reject batches nor corrupt "
+          "the index, and the router keeps a tier within its cap") {
+  cluster c{
+    3,
+    {.extra = {"--kv-offload-blocks", "4096", "--kv-offload-events",
+               "placeholder", "--kv-hybrid-groups", "--kv-offload-store-only"}},
+    {"--kv-slot-cap", "320"}};
+  auto q = tokens(5000, 64);
+  push_off_gpu(*c.sims[1], {q});
+  REQUIRE(eventually(
+    [&] { return index_matches_engine(*c.sides[1], *c.sims[1]); }, 10s));
+  // The placeholders named hashes the GPU stores had made known: q's CPU
+  // copies are credited on worker 1.
+  auto before1 = placed_on(c, 1);
+  auto r = c.complete(concat(q, tokens(20000, 6)), 2);
+  CHECK(placed_on(c, 1) == before1 + 1);
+  CHECK(r["usage"]["prompt_tokens_details"]["cached_tokens"] == 64);
+  for (const auto& side : c.sides)
+    CHECK_FALSE(side
+                  ->metric("outrider_kv_events_rejected_total{reason="
+                           "\"bad_event\"}")
+                  .value_or(0) > 0);
+  // The sliding-window group's events were left out, and counted.
+  CHECK(c.router_metric("outrider_router_index_skipped_blocks_total{reason="
+                        "\"non_prefix_group\"}") > 0);
+  // Its CPU tier grows past 320 blocks: the router keeps no more than that
+  // of it (--kv-slot-cap), oldest first.
+  push_off_gpu(*c.sims[1], {}, 17);
+  REQUIRE(eventually(
+    [&] { return index_matches_engine(*c.sides[1], *c.sims[1]); }, 10s));
+  CHECK(c.router_metric(
+          "outrider_router_index_skipped_blocks_total{reason=\"over_cap\"}") >
+        0);
+}
+
+TEST_CASE("offload tiers: a REMOTE tier's copies are not credited to the "
+          "worker that reports them") {
+  cluster c{2,
+            {.extra = {"--kv-offload-blocks", "4096", "--kv-offload-locality",
+                       "remote"}}};
+  auto q = tokens(5000, 64);
+  push_off_gpu(*c.sims[1], {q});
+  REQUIRE(eventually(
+    [&] {
+      return c.router_metric("outrider_router_index_skipped_blocks_total{"
+                             "reason=\"remote_or_foreign\"}") >= 16;
+    },
+    10s));
+  auto before =
+    c.router_metric("outrider_router_placed_blocks_total{of=\"offloaded\"}");
+  c.complete(concat(q, tokens(20000, 6)), 2);
+  CHECK(c.router_metric(
+          "outrider_router_placed_blocks_total{of=\"offloaded\"}") == before);
+}
