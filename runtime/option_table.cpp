@@ -350,6 +350,10 @@ std::vector<option_spec> make_specs() {
     make("sim-kv-blocks", ot::integer, "16384",
          "role all: KV blocks (of 16 tokens) per simulated engine",
          "--sim-kv-blocks 65536", {}, 16, 100000000),
+    make("sim-lora-modules", ot::string, "",
+         "role all: LoRA adapters the simulated engines serve, comma "
+         "separated (requests name them as their model)",
+         "--sim-lora-modules sql,chat"),
     make("demo-requests", ot::integer, "0",
          "role all: run the demo workload (multi-turn conversations sharing "
          "system prompts) of this many requests, print a summary, exit",

@@ -38,7 +38,7 @@ struct engine_config {
   bool offload_placeholders = false;
   kv::locality offload_locality = kv::locality::unspecified;
   bool offload_store_only = false;
-  double offload_load_ms = 0.5;
+  double offload_load_ms = 0.05;
   /// Publish every GPU event also as group 1 of a sliding-window layer
   /// (same hashes, as vLLM's hybrid models), group 0 full attention.
   bool hybrid_groups = false;

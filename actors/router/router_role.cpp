@@ -374,6 +374,8 @@ std::vector<runtime::child_spec> all_children(runtime::role_context& ctx) {
                  std::to_string(o.get(opt::sim_kv_blocks)),
                  "--scheduling-policy",
                  "priority"};
+  if (const auto& mods = o.get(opt::sim_lora_modules); !mods.empty())
+    lc.sim_args.insert(lc.sim_args.end(), {"--lora-modules", mods});
   // With a tokenizer the simulated engines speak its vocabulary.
   if (const auto& dir = o.get(opt::tokenizer); !dir.empty()) {
     std::string why;
