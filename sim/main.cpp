@@ -185,6 +185,7 @@ int run(int argc, char** argv) {
   grpc::EnableDefaultHealthCheckService(true);
   auto vllm_inference = make_vllm_inference(engine);
   auto vllm_control = make_vllm_control(engine);
+  auto vllm_kv_transfer = make_vllm_kv_transfer(engine);
   auto oe_inference = make_openengine_inference(engine);
   auto oe_control = make_openengine_control(engine);
   auto sglang = make_sglang_service(engine, cfg.sglang_cumulative_output);
@@ -197,6 +198,8 @@ int run(int argc, char** argv) {
   if (cfg.serves("vllm")) {
     builder.RegisterService(vllm_inference.get());
     builder.RegisterService(vllm_control.get());
+    if (cfg.vllm_kv_transfer)
+      builder.RegisterService(vllm_kv_transfer.get());
   }
   if (cfg.serves("openengine")) {
     builder.RegisterService(oe_inference.get());

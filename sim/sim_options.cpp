@@ -38,6 +38,7 @@ constexpr option_key<std::string> offload_locality{"kv-offload-locality"};
 constexpr option_key<bool> offload_store_only{"kv-offload-store-only"};
 constexpr option_key<double> offload_load_ms{"kv-offload-load-ms"};
 constexpr option_key<bool> hybrid_groups{"kv-hybrid-groups"};
+constexpr option_key<std::string> vllm_services{"vllm-services"};
 constexpr option_key<double> speedup{"speedup"};
 constexpr option_key<bool> no_sleep{"no-sleep"};
 constexpr option_key<std::chrono::milliseconds> startup_delay{"startup-delay"};
@@ -142,6 +143,11 @@ std::vector<option_spec> make_specs() {
          "publish each GPU event also for group 1, a sliding-window layer "
          "(same hashes, as vLLM's hybrid models)",
          "--kv-hybrid-groups"),
+    spec("vllm-services", ot::string, "both",
+         "where vLLM's KV event discovery is served: Control only (old), "
+         "KvTransfer and Control (both), or KvTransfer with Control's "
+         "answering UNIMPLEMENTED (split, vLLM PR #56364)",
+         "--vllm-services old", {"old", "both", "split"}),
     spec("scheduling-policy", ot::string, "fcfs",
          "admit waiting requests by arrival, or by (priority, arrival) "
          "as vLLM's priority policy: lower first",
@@ -257,6 +263,8 @@ std::string to_config(const runtime::options& o, sim_config& c) {
   c.engine.offload_store_only = o.get(key::offload_store_only);
   c.engine.offload_load_ms = o.get(key::offload_load_ms);
   c.engine.hybrid_groups = o.get(key::hybrid_groups);
+  c.vllm_kv_transfer = o.get(key::vllm_services) != "old";
+  c.vllm_split_services = o.get(key::vllm_services) == "split";
   c.lora_adapters.clear();
   std::string mods = o.get(key::lora_modules);
   for (size_t at = 0; at <= mods.size();) {

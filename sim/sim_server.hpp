@@ -28,6 +28,11 @@ struct sim_config {
   /// LoRA adapters served besides the base model (vLLM --lora-modules):
   /// requests may name them; each keys its KV apart.
   std::vector<std::string> lora_adapters;
+  /// vLLM's control surface: `old` (KV event discovery on Control only),
+  /// `both` (also on KvTransfer, Control kept), `split` (KvTransfer only;
+  /// Control's answers UNIMPLEMENTED).
+  bool vllm_kv_transfer = true;
+  bool vllm_split_services = false;
   int data_parallel_size = 1;
   engine_config engine;
   double speedup = 1.0;
@@ -146,6 +151,7 @@ grpc::Status take_identity(const sim_config& cfg, const std::string& lora,
 
 std::unique_ptr<grpc::Service> make_vllm_inference(sim_engine& e);
 std::unique_ptr<grpc::Service> make_vllm_control(sim_engine& e);
+std::unique_ptr<grpc::Service> make_vllm_kv_transfer(sim_engine& e);
 std::unique_ptr<grpc::Service> make_openengine_inference(sim_engine& e);
 std::unique_ptr<grpc::Service> make_openengine_control(sim_engine& e);
 /// SGLang's SglangService (proto/sglang.proto).

@@ -184,6 +184,43 @@ class inference final : public vllm::Inference::Service {
   sim_engine& e_;
 };
 
+// What vLLM answers to GetKvEventSources: one source per rank, the bind
+// address as configured (wildcard included).
+void kv_event_sources(sim_engine& e, vllm::GetKvEventSourcesResponse* out) {
+  const auto& c = e.config();
+  if (!c.kv_events)
+    return;
+  for (int r = 0; r < e.ranks(); ++r) {
+    auto* s = out->add_sources();
+    s->set_transport("zmq");
+    s->set_endpoint(rank_endpoint(c.kv_endpoint, r));
+    s->set_topic(c.kv_topic);
+    if (!c.kv_replay_endpoint.empty())
+      s->set_replay_endpoint(rank_endpoint(c.kv_replay_endpoint, r));
+    s->set_data_parallel_rank(static_cast<uint32_t>(r));
+    s->set_encoding("msgpack");
+    s->set_schema_version(1);
+    s->set_buffer_steps(static_cast<uint32_t>(c.kv_buffer_steps));
+    s->set_hwm(static_cast<uint32_t>(c.kv_hwm));
+    s->set_max_queue_size(static_cast<uint32_t>(c.kv_max_queue_size));
+  }
+}
+
+// vLLM's split surface (PR #56364): KV event discovery on its own service.
+class kv_transfer final : public vllm::KvTransfer::Service {
+ public:
+  explicit kv_transfer(sim_engine& e) : e_(e) {}
+  Status GetKvEventSources(ServerContext*,
+                           const vllm::GetKvEventSourcesRequest*,
+                           vllm::GetKvEventSourcesResponse* out) override {
+    kv_event_sources(e_, out);
+    return Status::OK;
+  }
+
+ private:
+  sim_engine& e_;
+};
+
 class control final : public vllm::Control::Service {
  public:
   explicit control(sim_engine& e) : e_(e) {}
@@ -234,24 +271,10 @@ class control final : public vllm::Control::Service {
   Status GetKvEventSources(ServerContext*,
                            const vllm::GetKvEventSourcesRequest*,
                            vllm::GetKvEventSourcesResponse* out) override {
-    const auto& c = e_.config();
-    if (!c.kv_events)
-      return Status::OK;
-    for (int r = 0; r < e_.ranks(); ++r) {
-      auto* s = out->add_sources();
-      s->set_transport("zmq");
-      // As vLLM does: the bind address, wildcard included.
-      s->set_endpoint(rank_endpoint(c.kv_endpoint, r));
-      s->set_topic(c.kv_topic);
-      if (!c.kv_replay_endpoint.empty())
-        s->set_replay_endpoint(rank_endpoint(c.kv_replay_endpoint, r));
-      s->set_data_parallel_rank(static_cast<uint32_t>(r));
-      s->set_encoding("msgpack");
-      s->set_schema_version(1);
-      s->set_buffer_steps(static_cast<uint32_t>(c.kv_buffer_steps));
-      s->set_hwm(static_cast<uint32_t>(c.kv_hwm));
-      s->set_max_queue_size(static_cast<uint32_t>(c.kv_max_queue_size));
-    }
+    if (e_.config().vllm_split_services)
+      return {StatusCode::UNIMPLEMENTED,
+              "moved to vllm.KvTransfer (--vllm-services split)"};
+    kv_event_sources(e_, out);
     return Status::OK;
   }
 
@@ -291,6 +314,10 @@ std::unique_ptr<grpc::Service> make_vllm_inference(sim_engine& e) {
 
 std::unique_ptr<grpc::Service> make_vllm_control(sim_engine& e) {
   return std::make_unique<control>(e);
+}
+
+std::unique_ptr<grpc::Service> make_vllm_kv_transfer(sim_engine& e) {
+  return std::make_unique<kv_transfer>(e);
 }
 
 } // namespace outrider::sim

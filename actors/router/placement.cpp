@@ -44,10 +44,11 @@ placement::join placement::add_worker(const cluster::worker_record& r) {
     slots_.back().record_total =
       r.total_kv_blocks / std::max<uint32_t>(1, r.data_parallel_size);
     // The index keeps no more than the engine can hold (LMCache never
-    // removes): its own total on GPU, the configured cap elsewhere.
+    // removes): on GPU the record's total (the whole engine's, or a rank's:
+    // engines differ, and the larger is the safe bound), 1/16 more for a
+    // batch that stores before it removes; the configured cap elsewhere.
     auto slot = static_cast<uint32_t>(slots_.size() - 1);
-    // (1/16 more: a batch may store before it removes.)
-    auto total = slots_.back().record_total;
+    auto total = r.total_kv_blocks;
     auto gpu_cap = total ? total + total / 16 + 1 : cfg_.slot_block_cap;
     index_.set_cap(slot, kv::medium::gpu, gpu_cap);
     index_.set_cap(slot, kv::medium::cpu, cfg_.slot_block_cap);
@@ -315,9 +316,16 @@ route_decision placement::place(const route_request& req) {
     }
   }
   fill_overlaps(cands, seq, overlap);
+  // Offloaded blocks already counted as predicted (a request routed there
+  // just now will compute them) are not credited twice.
   for (auto& c : cands)
-    if (auto i = offloaded.find(c.slot); i != offloaded.end())
-      c.offload_credit = i->second;
+    if (auto i = offloaded.find(c.slot); i != offloaded.end()) {
+      auto gpu = overlap[c.slot];
+      auto n = offloaded_blocks[c.slot];
+      auto past = std::min<uint32_t>(
+        n, c.overlap_blocks > gpu ? c.overlap_blocks - gpu : 0);
+      c.offload_credit = i->second * (n - past) / n;
+    }
   auto chosen = choose(cands, prompt_blocks);
   auto slot = cands[chosen].slot;
   explain(d, cands, chosen, prompt_blocks);

@@ -264,3 +264,40 @@ TEST_CASE("placement: an eviction the engine reports ends a prediction at "
   CHECK(after.chosen_overlap_blocks == 0);
   CHECK(after.best_overlap_blocks == 0);
 }
+
+TEST_CASE("placement: an adapter's request goes only to workers serving the "
+          "adapter, and is keyed by it",
+          "[placement]") {
+  manual_clock clk;
+  placement p{mode("kv"), clk.fn(), 1};
+  auto with_sql = worker("a");
+  with_sql.lora_adapters = {"sql"};
+  p.add_worker(with_sql);
+  p.add_worker(worker("b"));
+  route_request req;
+  req.tokens = prompt(100);
+  req.identity.lora = "sql";
+  for (int i = 0; i < 8; ++i) {
+    auto d = p.place(req);
+    REQUIRE(d.ok);
+    CHECK(d.worker_id == "a");
+    p.release(d.key);
+  }
+  req.identity.lora = "chat";
+  auto none = p.place(req);
+  CHECK_FALSE(none.ok);
+  CHECK(none.error.find("serving adapter 'chat'") != std::string::npos);
+  // Blocks of the adapter do not match the base model's prompt.
+  kv::block_stored s;
+  s.block_hashes = {1, 2, 3, 4};
+  s.token_ids = prompt(100);
+  s.block_size = 4;
+  s.lora_name = "sql";
+  REQUIRE(p.apply_events(worker_events{"b", 0, false, {s}}));
+  auto base = place(p, prompt(100));
+  REQUIRE(base.ok);
+  CHECK(base.overlap_blocks == 0);
+  req.identity.lora = "sql";
+  auto lora_on_b = p.place(req); // b does not serve it: a, no overlap
+  CHECK(lora_on_b.worker_id == "a");
+}

@@ -54,7 +54,8 @@ std::string host_of(const std::string& endpoint) {
 class vllm_adapter final : public engine_adapter {
  public:
   explicit vllm_adapter(std::shared_ptr<grpc::Channel> ch, std::string host)
-    : control_(vllm::Control::NewStub(ch)), host_(std::move(host)) {}
+    : control_(vllm::Control::NewStub(ch)),
+      kv_transfer_(vllm::KvTransfer::NewStub(ch)), host_(std::move(host)) {}
 
   caf::error server_info(engine_info& out) override {
     grpc::ClientContext ctx;
@@ -86,7 +87,15 @@ class vllm_adapter final : public engine_adapter {
     deadline(ctx);
     vllm::GetKvEventSourcesRequest req;
     vllm::GetKvEventSourcesResponse resp;
-    if (auto st = control_->GetKvEventSources(&ctx, req, &resp); !st.ok())
+    // vllm.KvTransfer first (the split surface), then vllm.Control.
+    auto st = kv_transfer_->GetKvEventSources(&ctx, req, &resp);
+    if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      grpc::ClientContext again;
+      deadline(again);
+      resp.Clear();
+      st = control_->GetKvEventSources(&again, req, &resp);
+    }
+    if (!st.ok())
       return from_status(st);
     for (const auto& s : resp.sources()) {
       if (s.transport() != "zmq" || s.encoding() != "msgpack")
@@ -126,6 +135,7 @@ class vllm_adapter final : public engine_adapter {
 
  private:
   std::unique_ptr<vllm::Control::Stub> control_;
+  std::unique_ptr<vllm::KvTransfer::Stub> kv_transfer_;
   std::string host_;
 };
 

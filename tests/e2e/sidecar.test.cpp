@@ -484,3 +484,20 @@ TEST_CASE("a replay that drips malformed frames is cut off and the index goes "
           .value_or(0) >= 1);
   CHECK(side.get("/ready") == 200);
 }
+
+TEST_CASE("vLLM's KV event sources are found on KvTransfer, else on "
+          "Control, whichever surface the engine serves") {
+  for (const char* services : {"split", "old"}) {
+    INFO(services);
+    sim_process sim{
+      {.extra = {"--protocol", "vllm", "--vllm-services", services}}};
+    REQUIRE(sim.wait_serving(10s));
+    sidecar_process side{sim.endpoint(),
+                         std::make_shared<sidecar_dirs>(),
+                         {"--engine-protocol", "vllm"}};
+    auto id = instance_of(sim);
+    REQUIRE(eventually([&] { return registered_as(side, id); }, 10s));
+    REQUIRE(generate(sim, 10, 17));
+    CHECK(eventually([&] { return index_matches(side, sim); }, 5s));
+  }
+}
