@@ -122,10 +122,18 @@ void sim_engine::update_health() {
     return;
   bool serving = loaded_ && !(paused_ && pause_in_health_) && !draining_;
   auto* health = server_->GetHealthCheckService();
-  // The server as a whole ("") and every service by name.
-  for (const char* name : {"", "vllm.Inference", "vllm.Control",
-                           "openengine.v1.Inference", "openengine.v1.Control"})
+  // The server as a whole ("") and every service by name. Turning serving,
+  // "" goes last, turning not serving first: a client that watches "" and
+  // sees SERVING finds every service serving (set the other way round, a
+  // Check right after the watch's SERVING could still read NOT_SERVING).
+  const char* named[] = {"vllm.Inference", "vllm.Control",
+                         "openengine.v1.Inference", "openengine.v1.Control"};
+  if (!serving)
+    health->SetServingStatus("", false);
+  for (const char* name : named)
     health->SetServingStatus(name, serving);
+  if (serving)
+    health->SetServingStatus("", true);
 }
 
 void sim_engine::set_loaded(bool loaded) {
