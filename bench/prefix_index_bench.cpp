@@ -162,9 +162,8 @@ int main() {
               "events/s (ratio to the plain index %.2f), find p50 %.2f us, "
               "p99 %.2f us (p99 ratio to find_matches %.2f), %.1f bytes per "
               "entry\n",
-              static_cast<double>(block_events) / tiered_s,
-              apply_s / tiered_s, pct(tlat, 0.5), pct(tlat, 0.99),
-              pct(tlat, 0.99) / pct(lat, 0.99),
+              static_cast<double>(block_events) / tiered_s, apply_s / tiered_s,
+              pct(tlat, 0.5), pct(tlat, 0.99), pct(tlat, 0.99) / pct(lat, 0.99),
               static_cast<double>(heap3 - heap2) /
                 static_cast<double>(tiered.entries()));
   return sink == 42 ? 1 : 0;
