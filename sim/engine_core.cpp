@@ -5,6 +5,7 @@
 #include <xxhash.h>
 
 #include "cluster/kv/block_hash.hpp"
+#include "sim/kv_encoding.hpp"
 
 namespace outrider::sim {
 
@@ -59,7 +60,9 @@ struct engine_core::request_state {
 };
 
 engine_core::engine_core(engine_config cfg)
-  : cfg_(cfg), blocks_(cfg.num_blocks, cfg.block_size) {}
+  : cfg_(cfg), blocks_(cfg.num_blocks, cfg.block_size),
+    offload_({cfg.offload_blocks, cfg.offload_placeholders,
+              cfg.offload_locality, cfg.offload_store_only}) {}
 
 engine_core::~engine_core() = default;
 
@@ -203,7 +206,7 @@ bool engine_core::admit(
   r->committed = hit;
   // Blocks after the GPU prefix that the offload tier holds are loaded
   // back, not computed (at least one token is still computed).
-  size_t loaded = cfg_.offload_blocks ? offload_hits(r->hashes, hit) : 0;
+  size_t loaded = offload_.hits(r->hashes, hit);
   size_t most = (len - 1) / cfg_.block_size;
   if (hit + loaded > most)
     loaded = most > hit ? most - hit : 0;
@@ -259,8 +262,9 @@ void engine_core::commit_full_blocks(request_state& r) {
       if (cfg_.offload_blocks)
         copy = run;
       blocks_.record(std::move(run));
-      if (cfg_.offload_blocks)
-        offload(copy); // written through, after the GPU's store
+      if (cfg_.offload_blocks) // written through, after the GPU's store
+        offload_.write_through(
+          copy, [&](kv_event ev) { blocks_.record(std::move(ev)); });
     }
     run = fresh_run();
     extras = false;
@@ -295,113 +299,9 @@ void engine_core::commit_full_blocks(request_state& r) {
   r.committed = full;
 }
 
-void engine_core::offload(const block_stored& gpu) {
-  auto parent = gpu.parent_block_hash;
-  for (size_t i = 0; i < gpu.block_hashes.size(); ++i) {
-    auto h = gpu.block_hashes[i];
-    auto first =
-      gpu.token_ids.begin() + static_cast<ptrdiff_t>(i * gpu.block_size);
-    std::vector<uint32_t> toks(first, first + gpu.block_size);
-    auto this_parent = parent;
-    parent = h;
-    if (auto at = offload_.find(h); at != offload_.end()) {
-      offload_lru_.splice(offload_lru_.end(), offload_lru_, at->second.lru_pos);
-      continue;
-    }
-    // Room first: the oldest copy goes.
-    while (offload_.size() >= cfg_.offload_blocks && !offload_lru_.empty()) {
-      auto victim = offload_lru_.front();
-      offload_lru_.pop_front();
-      offload_.erase(victim);
-      if (!cfg_.offload_store_only) {
-        block_removed rm;
-        rm.block_hashes = {victim};
-        rm.medium = kv::medium::cpu;
-        rm.locality = cfg_.offload_locality;
-        blocks_.record(std::move(rm));
-      }
-    }
-    block_stored s;
-    s.block_hashes = {h};
-    s.medium = kv::medium::cpu;
-    s.locality = cfg_.offload_locality;
-    kv::block_identity id{gpu.lora_name, {}};
-    if (i < gpu.extra_keys.size()) {
-      const auto& ex = gpu.extra_keys[i];
-      size_t from = !ex.empty() && !gpu.lora_name.empty() ? 1 : 0;
-      id.extra.assign(ex.begin() + static_cast<ptrdiff_t>(from), ex.end());
-    }
-    if (!cfg_.offload_placeholders) {
-      // Self-describing: what the GPU store said of this block.
-      s.parent_block_hash = this_parent;
-      s.token_ids = toks;
-      s.block_size = gpu.block_size;
-      s.lora_name = gpu.lora_name;
-      if (i < gpu.extra_keys.size() && !gpu.extra_keys[i].empty())
-        s.extra_keys = {gpu.extra_keys[i]};
-    }
-    blocks_.record(std::move(s));
-    offload_lru_.push_back(h);
-    offload_.emplace(h, offloaded{this_parent, std::move(toks), std::move(id),
-                                  std::prev(offload_lru_.end())});
-  }
-}
-
-size_t engine_core::offload_hits(const std::vector<uint64_t>& hashes,
-                                 size_t from) {
-  size_t n = 0;
-  while (from + n < hashes.size() && offload_.count(hashes[from + n]))
-    ++n;
-  return n;
-}
-
-std::vector<kv_event>
-engine_core::with_groups(std::vector<kv_event> events) const {
-  if (!cfg_.hybrid_groups)
-    return events;
-  std::vector<kv_event> out;
-  out.reserve(events.size() * 2);
-  for (auto& ev : events) {
-    if (auto* s = std::get_if<block_stored>(&ev)) {
-      s->group_idx = 0;
-      s->spec_kind = "full_attention";
-      bool gpu = s->medium == kv::medium::gpu;
-      auto window = *s;
-      out.push_back(std::move(ev));
-      if (gpu) {
-        window.group_idx = 1;
-        window.spec_kind = "sliding_window";
-        window.sliding_window = 4 * cfg_.block_size;
-        out.push_back(std::move(window));
-      }
-    } else if (auto* r = std::get_if<block_removed>(&ev)) {
-      r->group_idx = 0;
-      auto window = *r;
-      bool gpu = r->medium == kv::medium::gpu;
-      out.push_back(std::move(ev));
-      if (gpu) {
-        window.group_idx = 1;
-        out.push_back(std::move(window));
-      }
-    } else {
-      out.push_back(std::move(ev));
-    }
-  }
-  return out;
-}
-
 std::vector<cached_block> engine_core::cache_snapshot() const {
   auto out = blocks_.snapshot();
-  for (const auto& [hash, o] : offload_) {
-    cached_block c;
-    c.hash = hash;
-    c.parent = o.parent;
-    c.token_ids = o.tokens;
-    c.identity = o.identity;
-    c.medium = kv::medium::cpu;
-    c.locality = cfg_.offload_locality;
-    out.push_back(std::move(c));
-  }
+  offload_.snapshot(out);
   return out;
 }
 
@@ -483,7 +383,9 @@ step_result engine_core::step() {
     out.duration_ms += cfg_.timing.decode_ms(
       static_cast<double>(blocks_.used_blocks()) / cfg_.num_blocks);
   out.duration_ms += std::exchange(load_ms_, 0.0);
-  out.events = with_groups(blocks_.take_events());
+  out.events = blocks_.take_events();
+  if (cfg_.hybrid_groups)
+    out.events = as_hybrid_groups(std::move(out.events), cfg_.block_size);
   return out;
 }
 

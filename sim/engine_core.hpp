@@ -2,13 +2,13 @@
 
 #include <cstdint>
 #include <deque>
-#include <list>
 #include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "sim/block_manager.hpp"
+#include "sim/offload_tier.hpp"
 #include "sim/timing_model.hpp"
 
 namespace outrider::sim {
@@ -148,9 +148,6 @@ class engine_core {
   uint64_t block_hash(const request_state& r, size_t block,
                       std::optional<uint64_t> parent,
                       const uint32_t* tokens) const;
-  void offload(const block_stored& gpu_run);
-  size_t offload_hits(const std::vector<uint64_t>& hashes, size_t from);
-  std::vector<kv_event> with_groups(std::vector<kv_event> events) const;
   bool admit(const request_ptr& r, uint32_t& budget,
              std::vector<std::pair<request_ptr, uint32_t>>& scheduled);
 
@@ -160,16 +157,8 @@ class engine_core {
   std::vector<request_ptr> running_; // in admission order
   std::unordered_map<std::string, request_ptr> by_id_;
   uint64_t preemptions_ = 0;
-  // The offload tier: hash -> the block's copy, in LRU order.
-  struct offloaded {
-    std::optional<uint64_t> parent;
-    std::vector<uint32_t> tokens;
-    kv::block_identity identity;
-    std::list<uint64_t>::iterator lru_pos;
-  };
-  std::unordered_map<uint64_t, offloaded> offload_;
-  std::list<uint64_t> offload_lru_; // oldest first
-  double load_ms_ = 0;              // reloads of the step being scheduled
+  offload_tier offload_;
+  double load_ms_ = 0; // reloads of the step being scheduled
   std::vector<token_output> pending_outputs_; // aborts between steps
 };
 

@@ -247,4 +247,37 @@ std::string encode_batch(double ts, const std::vector<kv_event>& events,
   return std::string(buf.data(), buf.size());
 }
 
+std::vector<kv_event> as_hybrid_groups(std::vector<kv_event> events,
+                                       uint32_t block_size) {
+  std::vector<kv_event> out;
+  out.reserve(events.size() * 2);
+  for (auto& ev : events) {
+    if (auto* s = std::get_if<block_stored>(&ev)) {
+      s->group_idx = 0;
+      s->spec_kind = "full_attention";
+      bool gpu = s->medium == kv::medium::gpu;
+      auto window = *s;
+      out.push_back(std::move(ev));
+      if (gpu) {
+        window.group_idx = 1;
+        window.spec_kind = "sliding_window";
+        window.sliding_window = 4 * block_size;
+        out.push_back(std::move(window));
+      }
+    } else if (auto* r = std::get_if<block_removed>(&ev)) {
+      r->group_idx = 0;
+      auto window = *r;
+      bool gpu = r->medium == kv::medium::gpu;
+      out.push_back(std::move(ev));
+      if (gpu) {
+        window.group_idx = 1;
+        out.push_back(std::move(window));
+      }
+    } else {
+      out.push_back(std::move(ev));
+    }
+  }
+  return out;
+}
+
 } // namespace outrider::sim

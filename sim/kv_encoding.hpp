@@ -27,6 +27,12 @@ std::string encode_batch(double ts, const std::vector<kv_event>& events,
                          std::optional<int> dp_rank, event_encoding enc,
                          hash_format hashes = hash_format::uint64);
 
+/// Events as a hybrid model's engine publishes them (vLLM): each GPU store
+/// and removal for group 0 (full attention) and again for group 1 (sliding
+/// window, same hashes); offload events for group 0 only.
+std::vector<kv_event> as_hybrid_groups(std::vector<kv_event> events,
+                                       uint32_t block_size);
+
 /// The 32 bytes that stand for `hash` in `hash_format::bytes`.
 std::string hash_bytes(uint64_t hash);
 

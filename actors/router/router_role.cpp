@@ -18,6 +18,7 @@
 #include "actors/router/grpc_frontend.hpp"
 #include "actors/router/http_frontend.hpp"
 #include "actors/router/kv_router.hpp"
+#include "actors/router/model_catalog.hpp"
 #include "actors/router/router_fleet.hpp"
 #include "actors/router/status_page.hpp"
 #include "actors/router/text_setup.hpp"
@@ -59,10 +60,7 @@ struct router_parts {
   runtime::slot_ptr<kv_router_actor> brain =
     std::make_shared<runtime::actor_slot<kv_router_actor>>();
   router_config config;
-  std::mutex models_mtx;
-  std::vector<std::string> models;
-  std::set<std::string> adapters; // LoRA adapters the workers serve
-  std::chrono::steady_clock::time_point models_at{};
+  std::shared_ptr<model_catalog> catalog; // what /v1/models lists
   std::atomic<bool> stopping{false};
   std::thread readiness; // --role all: waits for its own workers
 };
@@ -112,68 +110,6 @@ std::unique_ptr<dispatcher> dispatcher_from(runtime::role_context& ctx,
   return d;
 }
 
-// Re-reads the workers' models and adapters from discovery, at most once a
-// second (the caller holds models_mtx).
-void refresh_models(router_parts& p) {
-  auto now = std::chrono::steady_clock::now();
-  if (now - p.models_at <= std::chrono::seconds{1})
-    return;
-  p.models_at = now;
-  std::set<std::string> names;
-  p.adapters.clear();
-  for (const auto& r : p.disc->list()) {
-    if (!p.config.model.empty() && r.model != p.config.model)
-      continue;
-    names.insert(r.model);
-    p.adapters.insert(r.lora_adapters.begin(), r.lora_adapters.end());
-  }
-  if (!p.config.model.empty())
-    names = {p.config.model};
-  for (const auto& a : p.adapters)
-    if (!names.count(a))
-      names.insert(a);
-  p.models.assign(names.begin(), names.end());
-  // The configured or first base model first: requests without `model`
-  // get it.
-  if (!p.config.model.empty())
-    std::stable_partition(
-      p.models.begin(), p.models.end(),
-      [&](const std::string& m) { return m == p.config.model; });
-  else
-    std::stable_partition(
-      p.models.begin(), p.models.end(),
-      [&](const std::string& m) { return !p.adapters.count(m); });
-}
-
-// The models to list and accept: the configured one, else the workers',
-// and the LoRA adapters those workers serve.
-std::function<std::vector<std::string>()>
-models_of(const std::shared_ptr<router_parts>& parts) {
-  std::weak_ptr<router_parts> weak = parts;
-  return [weak]() -> std::vector<std::string> {
-    auto p = weak.lock();
-    if (!p)
-      return {};
-    std::lock_guard<std::mutex> guard{p->models_mtx};
-    refresh_models(*p);
-    return p->models;
-  };
-}
-
-// Whether a model name is one of the workers' LoRA adapters.
-std::function<bool(const std::string&)>
-adapter_test(const std::shared_ptr<router_parts>& parts) {
-  std::weak_ptr<router_parts> weak = parts;
-  return [weak](const std::string& name) {
-    auto p = weak.lock();
-    if (!p)
-      return false;
-    std::lock_guard<std::mutex> guard{p->models_mtx};
-    refresh_models(*p);
-    return p->adapters.count(name) != 0;
-  };
-}
-
 frontend_config frontend_config_from(const runtime::options& o) {
   frontend_config f;
   auto size = [&](runtime::option_key<int64_t> k) {
@@ -194,13 +130,21 @@ frontend_config frontend_config_from(const runtime::options& o) {
 }
 
 // Both frontends; true when every one listens.
-bool start_frontends(runtime::role_context& ctx, router_parts& parts,
-                     const std::function<std::vector<std::string>()>& models,
-                     std::function<bool(const std::string&)> is_adapter) {
+bool start_frontends(runtime::role_context& ctx, router_parts& parts) {
   const auto& o = ctx.opts;
   const auto& host = o.get(opt::http_host);
   auto fc = frontend_config_from(o);
-  fc.is_adapter = std::move(is_adapter);
+  parts.catalog =
+    std::make_shared<model_catalog>(parts.disc, parts.config.model);
+  std::weak_ptr<model_catalog> weak = parts.catalog;
+  auto models = [weak]() -> std::vector<std::string> {
+    auto c = weak.lock();
+    return c ? c->models() : std::vector<std::string>{};
+  };
+  fc.is_adapter = [weak](const std::string& name) {
+    auto c = weak.lock();
+    return c && c->is_adapter(name);
+  };
   if (o.get(opt::http_tls)) {
     if (!parts.tls) {
       ctx.control->request_exit(2, "--http-tls needs --tls-cert and --tls-key");
@@ -303,8 +247,7 @@ std::shared_ptr<router_parts> start_router(runtime::role_context& ctx,
       return nlohmann::json{{"last_minute", p->dispatch->recent().summary()},
                             {"in_flight", p->dispatch->in_flight()}};
     });
-  if (tls &&
-      start_frontends(ctx, *parts, models_of(parts), adapter_test(parts)))
+  if (tls && start_frontends(ctx, *parts))
     declare_ready(ctx, *parts, ready_workers);
   // Shutdown: stop admitting at once, let requests in flight finish for
   // most of --shutdown-timeout, then end the rest.
