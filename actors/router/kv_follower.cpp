@@ -3,12 +3,12 @@
 #include <charconv>
 #include <set>
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
 #include "cluster/kv/kv_proto.hpp"
 #include "cluster/tls.hpp"
-#include "openengine.grpc.pb.h"
 #include "runtime/metrics.hpp"
 
 namespace outrider::router {
@@ -47,7 +47,9 @@ metadata_number(const std::multimap<grpc::string_ref, grpc::string_ref>& md,
 } // namespace
 
 struct kv_follower::snapshot_result {
-  uint64_t epoch = 0, position = 0;
+  std::string reason;
+  bool complete = false;
+  uint64_t epoch = 0, position = 0, count = 0;
   std::vector<oe::KvEventBatch> batches;
 };
 
@@ -56,25 +58,34 @@ kv_follower::kv_follower(cluster::worker_record record,
                          std::shared_ptr<grpc::ChannelCredentials> creds,
                          std::string tls_server_name)
   : record_(std::move(record)), router_(std::move(router)),
-    creds_(std::move(creds)), server_name_(std::move(tls_server_name)),
-    resync_reason_("start") {
-  thread_ = std::thread([this] { run(); });
+    channel_(
+      cluster::relay_channel(record_.relay_endpoint, creds, tls_server_name)),
+    start_pending_(true), resync_reason_("start") {
+  maybe_start();
 }
 
 kv_follower::~kv_follower() {
+  grpc::Alarm* pause = nullptr;
+  std::shared_ptr<grpc::ClientContext> call;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     stopping_ = true;
-    if (call_)
-      call_->TryCancel();
+    call = call_;
+    pause = pause_.get(); // not replaced once stopping
   }
-  wake_.notify_all();
-  thread_.join();
+  if (call)
+    call->TryCancel();
+  if (pause)
+    pause->Cancel(); // may run its callback here, outside the lock
+  pending_.wait_idle();
 }
 
 void kv_follower::resync(const std::string& reason) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  request_resync(reason);
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    request_resync(reason);
+  }
+  maybe_start();
 }
 
 void kv_follower::request_resync(const std::string& reason) {
@@ -82,21 +93,25 @@ void kv_follower::request_resync(const std::string& reason) {
   held_.clear();
   if (resync_reason_.empty())
     resync_reason_ = reason;
-  wake_.notify_all();
+  if (!snapshotting_ && !backing_off_)
+    start_pending_ = true;
 }
 
 void kv_follower::on_message(cluster::kv_plane_message m) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  if (!following_) {
-    if (held_.size() >= max_held) {
-      resync_reason_.clear();
-      request_resync("overflow"); // start the snapshot again, keep anew
-      return;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (!following_) {
+      if (held_.size() >= max_held) {
+        resync_reason_.clear();
+        request_resync("overflow"); // start the snapshot again, keep anew
+      } else {
+        held_.push_back(std::move(m));
+      }
+    } else {
+      follow(std::move(m), true);
     }
-    held_.push_back(std::move(m));
-    return;
   }
-  follow(std::move(m), true);
+  maybe_start();
 }
 
 void kv_follower::follow(cluster::kv_plane_message m, bool live) {
@@ -152,96 +167,117 @@ void kv_follower::deliver(int rank, bool reset, const oe::KvEventBatch& batch) {
                    std::shared_ptr<const worker_events>{std::move(ev)});
 }
 
-bool kv_follower::take_snapshot(snapshot_result& out) {
-  auto stub = oe::Control::NewStub(
-    cluster::relay_channel(record_.relay_endpoint, creds_, server_name_));
-  auto ctx = std::make_shared<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() + snapshot_deadline);
+void kv_follower::maybe_start() {
+  auto snap = std::make_shared<snapshot_result>();
+  uint64_t attempt = 0;
   {
     std::lock_guard<std::mutex> guard{mtx_};
-    if (stopping_)
-      return false;
-    call_ = ctx;
+    if (stopping_ || !start_pending_)
+      return;
+    attempt = ++attempts_;
+    start_pending_ = false;
+    snapshotting_ = true;
+    snap->reason.swap(resync_reason_);
+    pending_.add();
   }
-  oe::SubscribeKvEventsRequest req;
-  req.set_include_snapshot(true);
-  auto reader = stub->SubscribeKvEvents(ctx.get(), req);
-  reader->WaitForInitialMetadata();
-  const auto& md = ctx->GetServerInitialMetadata();
-  auto epoch = metadata_number(md, kv::kv_epoch_key);
-  auto position = metadata_number(md, kv::kv_position_key);
-  auto count = metadata_number(md, kv::kv_batches_key);
-  bool ok =
-    epoch && position && count && *count <= cluster::max_data_parallel_size;
-  oe::SubscribeKvEventsResponse resp;
-  for (uint64_t i = 0; ok && i < *count; ++i) {
-    ok = reader->Read(&resp) && resp.has_batch();
-    if (ok)
-      out.batches.push_back(std::move(*resp.mutable_batch()));
-  }
-  ctx->TryCancel();
-  auto st = reader->Finish();
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    call_.reset();
-  }
-  if (!ok)
-    spdlog::warn("router: no snapshot from {} at {}: {}", record_.worker_id,
-                 record_.relay_endpoint,
-                 st.ok() || st.error_code() == grpc::StatusCode::CANCELLED
-                   ? std::string{"no snapshot position in its answer"}
-                   : st.error_message());
-  out.epoch = epoch.value_or(0);
-  out.position = position.value_or(0);
-  return ok;
+  resyncs(snap->reason).inc();
+  auto ctx = open_kv_stream(
+    channel_, std::chrono::system_clock::now() + snapshot_deadline,
+    {[snap](const kv_metadata& md) {
+       auto epoch = metadata_number(md, kv::kv_epoch_key);
+       auto position = metadata_number(md, kv::kv_position_key);
+       auto count = metadata_number(md, kv::kv_batches_key);
+       if (!epoch || !position || !count ||
+           *count > cluster::max_data_parallel_size)
+         return false;
+       snap->epoch = *epoch;
+       snap->position = *position;
+       snap->count = *count;
+       snap->complete = *count == 0;
+       return !snap->complete; // nothing to read: done
+     },
+     [snap](oe::SubscribeKvEventsResponse& resp) {
+       if (!resp.has_batch())
+         return false;
+       snap->batches.push_back(std::move(*resp.mutable_batch()));
+       snap->complete = snap->batches.size() == snap->count;
+       return !snap->complete; // the snapshot is in: the rest comes by NATS
+     },
+     [this, snap](const grpc::Status& st) { snapshot_done(*snap, st); }});
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (attempt == attempts_) // else it is over, and another may be open
+    call_ = std::move(ctx);
+  if (stopping_)
+    call_->TryCancel();
 }
 
-void kv_follower::run() {
-  auto backoff = std::chrono::milliseconds{200};
-  for (;;) {
-    std::string reason;
+void kv_follower::snapshot_done(snapshot_result& snap, const grpc::Status& st) {
+  if (snap.complete)
+    apply(snap);
+  else
+    failed(snap, st);
+  maybe_start();
+  pending_.release();
+}
+
+void kv_follower::failed(snapshot_result& snap, const grpc::Status& st) {
+  spdlog::warn("router: no snapshot from {} at {}: {}", record_.worker_id,
+               record_.relay_endpoint,
+               st.ok() || st.error_code() == grpc::StatusCode::CANCELLED
+                 ? std::string{"no snapshot position in its answer"}
+                 : st.error_message());
+  std::lock_guard<std::mutex> guard{mtx_};
+  snapshotting_ = false;
+  if (resync_reason_.empty())
+    resync_reason_ = snap.reason;
+  if (stopping_)
+    return;
+  backing_off_ = true;
+  pending_.add();
+  pause_ = std::make_unique<grpc::Alarm>();
+  pause_->Set(std::chrono::system_clock::now() + backoff_, [this](bool fired) {
     {
-      std::unique_lock<std::mutex> lock{mtx_};
-      wake_.wait(lock, [this] { return stopping_ || !resync_reason_.empty(); });
-      if (stopping_)
-        return;
-      reason.swap(resync_reason_);
+      std::lock_guard<std::mutex> guard{mtx_};
+      backing_off_ = false;
+      start_pending_ = fired && !resync_reason_.empty();
     }
-    resyncs(reason).inc();
-    snapshot_result snap;
-    if (!take_snapshot(snap)) {
-      std::unique_lock<std::mutex> lock{mtx_};
-      if (resync_reason_.empty())
-        resync_reason_ = reason;
-      wake_.wait_for(lock, backoff, [this] { return stopping_; });
-      backoff = std::min(backoff * 2, std::chrono::milliseconds{5000});
-      continue;
-    }
-    backoff = std::chrono::milliseconds{200};
-    // Every rank starts again from the snapshot; ranks it lacks hold none.
-    std::set<int> ranks;
-    for (const auto& b : snap.batches)
-      ranks.insert(static_cast<int>(b.data_parallel_rank()));
-    for (uint32_t r = 0; r < record_.data_parallel_size; ++r)
-      if (!ranks.count(static_cast<int>(r)))
-        deliver(static_cast<int>(r), true, oe::KvEventBatch{});
-    for (const auto& b : snap.batches)
-      deliver(static_cast<int>(b.data_parallel_rank()), true, b);
+    maybe_start();
+    pending_.release();
+  });
+  backoff_ = std::min(backoff_ * 2, std::chrono::milliseconds{5000});
+}
+
+void kv_follower::apply(const snapshot_result& snap) {
+  {
     std::lock_guard<std::mutex> guard{mtx_};
-    if (!resync_reason_.empty())
-      continue; // asked again meanwhile (a reconnect, an overflow)
-    if (epoch_ != snap.epoch)
-      retired_epoch_ = epoch_;
-    epoch_ = snap.epoch;
-    position_ = snap.position;
-    following_ = true;
-    auto held = std::move(held_);
-    held_.clear();
-    for (auto& m : held) {
-      if (!following_)
-        break; // a gap in what was held: another snapshot
-      follow(std::move(m), false);
-    }
+    backoff_ = std::chrono::milliseconds{200};
+  }
+  // Every rank starts again from the snapshot; ranks it lacks hold none.
+  std::set<int> ranks;
+  for (const auto& b : snap.batches)
+    ranks.insert(static_cast<int>(b.data_parallel_rank()));
+  for (uint32_t r = 0; r < record_.data_parallel_size; ++r)
+    if (!ranks.count(static_cast<int>(r)))
+      deliver(static_cast<int>(r), true, oe::KvEventBatch{});
+  for (const auto& b : snap.batches)
+    deliver(static_cast<int>(b.data_parallel_rank()), true, b);
+  std::lock_guard<std::mutex> guard{mtx_};
+  snapshotting_ = false;
+  if (!resync_reason_.empty()) {
+    start_pending_ = true; // asked again meanwhile (a reconnect, an overflow)
+    return;
+  }
+  if (epoch_ != snap.epoch)
+    retired_epoch_ = epoch_;
+  epoch_ = snap.epoch;
+  position_ = snap.position;
+  following_ = true;
+  auto held = std::move(held_);
+  held_.clear();
+  for (auto& m : held) {
+    if (!following_)
+      break; // a gap in what was held: another snapshot
+    follow(std::move(m), false);
   }
 }
 

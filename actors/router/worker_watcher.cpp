@@ -1,80 +1,119 @@
 #include "actors/router/worker_watcher.hpp"
 
+#include <set>
+
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/router/kv_stream.hpp"
 #include "cluster/kv/kv_proto.hpp"
 #include "cluster/tls.hpp"
-#include "openengine.grpc.pb.h"
 #include "runtime/metrics.hpp"
 
 namespace outrider::router {
 
 namespace oe = openengine::v1;
 
-struct worker_watcher::subscription {
+// One worker's SubscribeKvEvents, snapshot then live, on gRPC's callback
+// API; a broken stream is opened again after a short pause (a gRPC alarm),
+// with a snapshot. No thread of its own.
+struct worker_watcher::subscription
+  : std::enable_shared_from_this<subscription> {
   std::string worker_id;
-  std::atomic<bool> stopping{false};
+  std::shared_ptr<grpc::Channel> channel;
+  runtime::slot_ptr<kv_router_actor> router;
+  in_flight pending;
   std::mutex mtx;
+  bool stopping = false;                     // guarded by mtx
+  uint64_t attempts = 0;                     // guarded by mtx
   std::shared_ptr<grpc::ClientContext> call; // guarded by mtx
-  std::thread thread;
+  std::unique_ptr<grpc::Alarm> pause;        // guarded by mtx
+  std::set<int> seen; // the first batch of a rank is its snapshot
 
-  void stop() {
-    stopping = true;
+  void open() {
+    uint64_t attempt = 0;
     {
       std::lock_guard<std::mutex> guard{mtx};
-      if (call)
-        call->TryCancel();
+      if (stopping)
+        return;
+      attempt = ++attempts;
+      pending.add();
     }
-    if (thread.joinable())
-      thread.join();
+    seen.clear(); // no read of the last call is left
+    auto self = shared_from_this();
+    auto ctx = open_kv_stream(
+      channel, std::chrono::system_clock::time_point::max(),
+      {nullptr,
+       [self](oe::SubscribeKvEventsResponse& r) { return self->on(r); },
+       [self](const grpc::Status& st) { self->closed(st); }});
+    std::lock_guard<std::mutex> guard{mtx};
+    if (attempt == attempts) // else it is over, and another may be open
+      call = std::move(ctx);
+    if (stopping)
+      call->TryCancel();
   }
 
-  void run(std::string endpoint, runtime::slot_ptr<kv_router_actor> router,
-           std::shared_ptr<grpc::ChannelCredentials> creds,
-           std::string server_name) {
-    auto channel = cluster::relay_channel(endpoint, creds, server_name);
-    auto stub = oe::Control::NewStub(channel);
+  bool on(oe::SubscribeKvEventsResponse& resp) {
+    if (resp.has_error()) {
+      spdlog::warn("router: {} event plane: {}", worker_id,
+                   resp.error().message());
+      return false;
+    }
     auto& bad = runtime::global_metrics().get_counter(
       "outrider_router_events_rejected_total",
       "Malformed KV events from sidecars");
-    while (!stopping) {
-      auto ctx = std::make_shared<grpc::ClientContext>();
-      {
-        std::lock_guard<std::mutex> guard{mtx};
-        if (stopping)
-          return;
-        call = ctx;
-      }
-      oe::SubscribeKvEventsRequest req;
-      req.set_include_snapshot(true);
-      auto reader = stub->SubscribeKvEvents(ctx.get(), req);
-      oe::SubscribeKvEventsResponse resp;
-      std::set<int> seen; // the first batch of a rank is its snapshot
-      while (reader->Read(&resp)) {
-        if (resp.has_error()) {
-          spdlog::warn("router: {} event plane: {}", worker_id,
-                       resp.error().message());
-          break;
-        }
-        auto ev = std::make_shared<worker_events>();
-        ev->worker_id = worker_id;
-        ev->rank = static_cast<int>(resp.batch().data_parallel_rank());
-        ev->reset = seen.insert(ev->rank).second;
-        for (const auto& e : resp.batch().events()) {
-          if (auto k = kv::from_proto(e))
-            ev->events.push_back(std::move(*k));
-          else
-            bad.inc();
-        }
-        caf::anon_send(router->get(), kv_events_atom::value,
-                       std::shared_ptr<const worker_events>{std::move(ev)});
-      }
-      reader->Finish();
-      // Bounded by `stopping`; a short pause before resubscribing.
-      for (int i = 0; i < 5 && !stopping; ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds{40});
+    auto ev = std::make_shared<worker_events>();
+    ev->worker_id = worker_id;
+    ev->rank = static_cast<int>(resp.batch().data_parallel_rank());
+    ev->reset = seen.insert(ev->rank).second;
+    for (const auto& e : resp.batch().events()) {
+      if (auto k = kv::from_proto(e))
+        ev->events.push_back(std::move(*k));
+      else
+        bad.inc();
     }
+    if (auto r = router->get())
+      caf::anon_send(r, kv_events_atom::value,
+                     std::shared_ptr<const worker_events>{std::move(ev)});
+    return true;
+  }
+
+  void closed(const grpc::Status&) {
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      if (!stopping) {
+        pending.add();
+        pause = std::make_unique<grpc::Alarm>();
+        pause->Set(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds{200},
+                   [self = shared_from_this()](bool fired) {
+                     if (fired)
+                       self->open();
+                     self->pending.release();
+                   });
+      }
+    }
+    pending.release();
+  }
+
+  // Cancels the call or the pause and waits until neither can run.
+  void stop() {
+    grpc::Alarm* p = nullptr;
+    std::shared_ptr<grpc::ClientContext> c;
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      stopping = true;
+      c = call;
+      p = pause.get(); // not replaced once stopping
+    }
+    if (c)
+      c->TryCancel();
+    if (p)
+      p->Cancel(); // may run its callback here, outside the lock
+    pending.wait_idle();
+    std::lock_guard<std::mutex> guard{mtx};
+    pause.reset(); // its callback holds this subscription
   }
 };
 
@@ -110,13 +149,13 @@ void worker_watcher::follow(const cluster::worker_record& r) {
     }
     return; // `old` stops outside the lock
   }
-  auto sub = std::make_unique<subscription>();
+  auto sub = std::make_shared<subscription>();
   sub->worker_id = r.worker_id;
-  auto* raw = sub.get();
-  sub->thread =
-    std::thread([raw, ep = r.relay_endpoint, rt = router_, creds = creds_,
-                 name = server_name_] { raw->run(ep, rt, creds, name); });
-  subs_[r.worker_id] = std::move(sub);
+  sub->channel = cluster::relay_channel(r.relay_endpoint, creds_, server_name_);
+  sub->router = router_;
+  sub->open();
+  if (auto old = std::exchange(subs_[r.worker_id], sub))
+    old->stop();
 }
 
 void worker_watcher::unfollow(const std::string& worker_id) {

@@ -18,15 +18,15 @@
 
 namespace outrider::router {
 
-/// Follows discovery and the workers' event planes, on threads of its own:
-/// tells the router which workers exist (a worker is routable only while
-/// its record does) and, per worker, subscribes to its sidecar's
-/// `SubscribeKvEvents` (snapshot, then live; on a broken stream it
-/// resubscribes with a snapshot). Everything goes to the router actor's
-/// current incarnation; when the supervisor restarts it, the watcher tells
-/// the new one every worker again and resubscribes with snapshots, so its
-/// index is rebuilt from the sidecars. With the NATS event plane, a
-/// kv_follower per worker takes the place of the subscription.
+/// Follows discovery on a thread of its own, and the workers' event planes
+/// on gRPC's callback API (no thread per worker): tells the router which
+/// workers exist (a worker is routable only while its record does) and, per
+/// worker, subscribes to its sidecar's `SubscribeKvEvents` (snapshot, then
+/// live; on a broken stream it resubscribes with a snapshot). Everything goes
+/// to the router actor's current incarnation; when the supervisor restarts it,
+/// the watcher tells the new one every worker again and resubscribes with
+/// snapshots, so its index is rebuilt from the sidecars. With the NATS event
+/// plane, a kv_follower per worker takes the place of the subscription.
 class worker_watcher {
  public:
   /// `creds` secure the calls to the sidecars' relays (--tls-*). With a
@@ -38,7 +38,7 @@ class worker_watcher {
                    grpc::InsecureChannelCredentials(),
                  std::shared_ptr<cluster::nats_kv_plane> plane = nullptr,
                  std::string tls_server_name = {});
-  ~worker_watcher(); // stops every thread
+  ~worker_watcher(); // stops its thread and every subscription
 
   worker_watcher(const worker_watcher&) = delete;
   worker_watcher& operator=(const worker_watcher&) = delete;
@@ -56,7 +56,7 @@ class worker_watcher {
   uint64_t generation_ = 0; // of the router actor we told
   std::atomic<bool> stopping_{false};
   std::map<std::string, cluster::worker_record> known_;
-  std::map<std::string, std::unique_ptr<subscription>> subs_;
+  std::map<std::string, std::shared_ptr<subscription>> subs_;
   std::shared_ptr<cluster::nats_kv_plane> plane_;
   uint64_t plane_connections_ = 0;
   std::mutex followers_mtx_; // the NATS thread looks followers up

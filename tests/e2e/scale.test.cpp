@@ -3,6 +3,7 @@
 // bench/router_bench (docs/performance.md); this one fits CI.
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <sys/resource.h>
 #include <thread>
@@ -76,4 +77,73 @@ TEST_CASE("1500 concurrent SSE streams through one router on a bounded "
   CHECK(eventually(
     [&] { return c.router_metric("outrider_router_requests_in_flight") == 0; },
     5s));
+}
+
+namespace {
+
+// A process's threads: all of them, and those of gRPC core's own pools
+// (executor, global timers, event engine), which size themselves to the
+// machine's cores under load, whatever the number of peers.
+struct thread_census {
+  long total = 0, grpc_pools = 0;
+};
+
+thread_census census(pid_t pid) {
+  thread_census out;
+  auto dir = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& t : std::filesystem::directory_iterator{dir}) {
+    std::ifstream comm{t.path() / "comm"};
+    std::string name;
+    std::getline(comm, name);
+    ++out.total;
+    for (const char* pool : {"default-executo", "grpc_global_tim",
+                             "event_engine", "resolver-execut"})
+      if (name == pool)
+        ++out.grpc_pools;
+  }
+  return out;
+}
+
+// The router's threads once it knows `workers` workers (their sidecars
+// real), has their KV events and has carried a burst of 64 streams.
+thread_census router_threads_with(int workers) {
+  cluster c{workers};
+  REQUIRE(c.router_metric("outrider_router_workers") == workers);
+  sse_load_config cfg;
+  cfg.port = c.http_port;
+  cfg.streams = 64;
+  cfg.body = [](size_t i) {
+    auto first = static_cast<uint32_t>(1 + 64 * i);
+    return json{
+      {"prompt", tokens(first, 16)}, {"max_tokens", 4}, {"stream", true}}
+      .dump();
+  };
+  auto s = summarize(run_sse_load(cfg));
+  CHECK(s.complete == 64);
+  // The prompts' blocks reached the index through the subscriptions.
+  CHECK(eventually(
+    [&] { return c.router_metric("outrider_router_index_entries") >= workers; },
+    10s));
+  return census(c.router->pid());
+}
+
+} // namespace
+
+TEST_CASE("the router's thread count does not grow with its workers: 2 and "
+          "16 workers, their sidecars real") {
+  auto two = router_threads_with(2);
+  auto sixteen = router_threads_with(16);
+  WARN("router threads: " << two.total << " with 2 workers (" << two.grpc_pools
+                          << " in gRPC's pools), " << sixteen.total
+                          << " with 16 (" << sixteen.grpc_pools << ")");
+  // outrider's own threads (actors, discovery, frontends, gRPC's callback
+  // threads): the same within 2.
+  auto own = [](const thread_census& c) { return c.total - c.grpc_pools; };
+  CHECK(own(sixteen) <= own(two) + 2);
+  CHECK(own(sixteen) >= own(two) - 2);
+  // gRPC's executor may reach 2 threads a core while 16 channels connect
+  // at once (its cap in gRPC 1.51), its timer and event-engine pools a few
+  // more; bounded by the machine, not by the workers.
+  auto cores = static_cast<long>(std::thread::hardware_concurrency());
+  CHECK(sixteen.grpc_pools <= 4 * cores + 4);
 }

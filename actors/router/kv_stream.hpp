@@ -1,0 +1,63 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <grpcpp/grpcpp.h>
+
+#include "openengine.pb.h"
+
+namespace outrider::router {
+
+using kv_metadata = std::multimap<grpc::string_ref, grpc::string_ref>;
+
+/// What one SubscribeKvEvents call tells its owner, on gRPC's callback
+/// threads, one call at a time; `done` is always the last.
+struct kv_stream_calls {
+  /// When set, reading starts only once the sidecar's initial metadata is
+  /// in (the snapshot's epoch and position); returning false cancels.
+  std::function<bool(const kv_metadata&)> metadata;
+  /// One message; returning false cancels the call.
+  std::function<bool(openengine::v1::SubscribeKvEventsResponse&)> response;
+  std::function<void(const grpc::Status&)> done;
+};
+
+/// Opens `SubscribeKvEvents(include_snapshot)` on gRPC's callback API: the
+/// call holds no thread, so a router's threads do not grow with its
+/// workers. Returns the call's context: `TryCancel` ends it (`done` still
+/// follows). `calls.done` may run before this returns.
+std::shared_ptr<grpc::ClientContext>
+open_kv_stream(const std::shared_ptr<grpc::Channel>& channel,
+               std::chrono::system_clock::time_point deadline,
+               kv_stream_calls calls);
+
+/// Counts an owner's calls and timers in flight, so that it can wait, when
+/// it goes, until none of them can call it any more.
+class in_flight {
+ public:
+  void add() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    ++count_;
+  }
+  /// The last thing a call or timer does with its owner.
+  void release() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    --count_;
+    idle_.notify_all(); // under the lock: the owner may go once it wakes
+  }
+  void wait_idle() {
+    std::unique_lock<std::mutex> lock{mtx_};
+    idle_.wait(lock, [this] { return count_ == 0; });
+  }
+
+ private:
+  std::mutex mtx_;
+  std::condition_variable idle_;
+  int count_ = 0;
+};
+
+} // namespace outrider::router
