@@ -46,7 +46,7 @@ std::string to_json(const worker_record& r) {
     {"worker_id", r.worker_id},
     {"instance_id", r.instance_id},
     {"model", r.model},
-    {"role", r.role},
+    {"role", engine::to_string(r.role)},
     {"relay_endpoint", r.relay_endpoint},
     {"engine_endpoint", r.engine_endpoint},
     {"protocol", r.protocol},
@@ -91,7 +91,8 @@ std::optional<worker_record> record_from_json(const std::string& text,
     return fail("bad or missing worker_id");
   if (!str("instance_id", r.instance_id) || r.instance_id.empty())
     return fail("bad or missing instance_id");
-  if (!str("model", r.model) || !str("role", r.role) ||
+  std::string role;
+  if (!str("model", r.model) || !str("role", role) ||
       !str("relay_endpoint", r.relay_endpoint) ||
       !str("engine_endpoint", r.engine_endpoint) ||
       !str("protocol", r.protocol) || !str("version", r.version))
@@ -113,8 +114,10 @@ std::optional<worker_record> record_from_json(const std::string& text,
       r.lora_adapters.push_back(n.get<std::string>());
     }
   }
-  if (r.role != "aggregated" && r.role != "prefill" && r.role != "decode")
-    return fail("unknown role '" + r.role + "'");
+  if (auto known = engine::worker_role_of(role))
+    r.role = *known;
+  else
+    return fail("unknown role '" + role + "'");
   if (!num("kv_block_size", r.kv_block_size) || r.kv_block_size == 0 ||
       !num("total_kv_blocks", r.total_kv_blocks) ||
       !num("data_parallel_size", r.data_parallel_size) ||

@@ -18,8 +18,8 @@ struct worker_record {
   std::string worker_id;
   std::string instance_id; // the engine's, changes on every engine start
   std::string model;
-  std::string role = "aggregated"; // aggregated, prefill, decode
-  std::string relay_endpoint;      // the sidecar's OpenEngine server
+  engine::worker_role role = engine::worker_role::aggregated;
+  std::string relay_endpoint; // the sidecar's OpenEngine server
   std::string engine_endpoint;
   std::string protocol; // openengine, vllm or sglang
   /// A prefill engine's bootstrap server, host:port (SGLang), else empty.

@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "runtime/ask.hpp"
 #include "runtime/errors.hpp"
 
 namespace outrider::runtime {
@@ -27,31 +28,35 @@ caf::behavior hang_on_shutdown(caf::event_based_actor* self) {
 void add_crash_route(status_server& status, caf::actor_system& sys,
                      caf::actor sup) {
   spdlog::warn("debug: /debug/crash is enabled; never on a public network");
-  status.add_route(
+  status.add_async_route(
     "/debug/crash",
-    [&sys, sup](const http_request& req) {
+    [&sys, sup](const http_request& req,
+                std::function<void(http_response)> respond) {
       http_response r;
       auto at = req.target.find("child=");
       if (req.method != "POST" || at == std::string::npos) {
         r.status = 400;
         r.body = "POST /debug/crash?child=NAME\n";
-        return r;
+        respond(std::move(r));
+        return;
       }
       auto name = req.target.substr(at + 6);
       name = name.substr(0, name.find('&'));
-      caf::scoped_actor self{sys};
-      r.status = 504;
-      self->request(sup, std::chrono::seconds{2}, crash_atom::value, name)
-        .receive(
-          [&](bool running) {
-            r.status = running ? 200 : 409;
-            r.body = running ? "killed " + name + "\n" : name + " is down\n";
-          },
-          [&](caf::error& e) {
-            r.status = 404;
-            r.body = sys.render(e) + "\n";
-          });
-      return r;
+      ask_async<bool>(
+        sys, sup, std::chrono::seconds{2},
+        [respond, name](bool running) {
+          http_response r;
+          r.status = running ? 200 : 409;
+          r.body = running ? "killed " + name + "\n" : name + " is down\n";
+          respond(std::move(r));
+        },
+        [respond, &sys](const caf::error& e) {
+          http_response r;
+          r.status = 404;
+          r.body = sys.render(e) + "\n";
+          respond(std::move(r));
+        },
+        crash_atom::value, name);
     },
     /*any_method=*/true);
 }

@@ -1,5 +1,7 @@
 #include "runtime/status.hpp"
 
+#include <future>
+
 #include <nlohmann/json.hpp>
 
 namespace outrider::runtime {
@@ -81,32 +83,79 @@ status_server::route status_server::route_of(const std::string& path) {
   return {};
 }
 
+namespace {
+
+http_response busy(const char* why) {
+  auto r = http_error(503, why);
+  r.headers["Retry-After"] = "1";
+  return r;
+}
+
+} // namespace
+
 void status_server::serve(std::shared_ptr<http_exchange> ex) {
-  if (!route_of(ex->request().path).first) {
-    ex->respond(handle(ex->request())); // probes and metrics: right here
+  requests_.inc();
+  auto extra = route_of(ex->request().path);
+  if (auto r = answer_here(ex->request(), extra)) {
+    ex->respond(std::move(*r)); // probes and metrics: right here
     return;
   }
-  auto job = [this, ex] { ex->respond(handle(ex->request())); };
-  if (!slow_.try_run(job)) {
-    auto r = http_error(503, "the status server's worker is busy");
-    r.headers["Retry-After"] = "1";
-    ex->respond(std::move(r));
+  if (extra.async) {
+    if (async_->stopped) {
+      ex->respond(busy("the status server is stopping"));
+      return;
+    }
+    if (async_->in_flight.fetch_add(1) >= max_async) {
+      async_->in_flight.fetch_sub(1);
+      ex->respond(busy("too many status requests in flight"));
+      return;
+    }
+    // The count drops when the responder goes, answered or not.
+    std::shared_ptr<void> ticket{
+      nullptr, [a = async_](void*) { a->in_flight.fetch_sub(1); }};
+    extra.async(ex->request(),
+                [ex, ticket](http_response r) { ex->respond(std::move(r)); });
+    return;
   }
+  auto job = [ex, h = extra.sync] { ex->respond(h(ex->request())); };
+  if (!slow_.try_run(job))
+    ex->respond(busy("the status server's worker is busy"));
 }
 
 void status_server::add_route(
   const std::string& path, std::function<http_response(const http_request&)> h,
   bool any_method) {
   std::lock_guard<std::mutex> guard{routes_mtx_};
-  routes_[path] = {std::move(h), any_method};
+  routes_[path] = route{std::move(h), nullptr, any_method};
+}
+
+void status_server::add_async_route(const std::string& path,
+                                    async_route_handler h, bool any_method) {
+  std::lock_guard<std::mutex> guard{routes_mtx_};
+  routes_[path] = route{nullptr, std::move(h), any_method};
 }
 
 http_response status_server::handle(const http_request& req) {
   requests_.inc();
+  auto extra = route_of(req.path);
+  if (auto r = answer_here(req, extra))
+    return std::move(*r);
+  if (extra.sync)
+    return extra.sync(req);
+  auto answer = std::make_shared<std::promise<http_response>>();
+  auto got = answer->get_future();
+  extra.async(req,
+              [answer](http_response r) { answer->set_value(std::move(r)); });
+  if (got.wait_for(std::chrono::seconds{10}) != std::future_status::ready)
+    return http_error(504, "the asynchronous route did not answer");
+  return got.get();
+}
+
+std::optional<http_response> status_server::answer_here(const http_request& req,
+                                                        const route& extra) {
   http_response r;
-  auto [extra, any_method] = route_of(req.path);
-  if (extra && any_method)
-    return extra(req);
+  if (extra && extra.any_method)
+    return std::nullopt;
   auto known = req.path == "/live" || req.path == "/ready" ||
                req.path == "/health" || req.path == "/metrics" || extra;
   if (!known) {
@@ -126,7 +175,7 @@ http_response status_server::handle(const http_request& req) {
     return r;
   }
   if (extra)
-    return extra(req);
+    return std::nullopt;
   if (req.path == "/live") {
     r.body = "live\n";
   } else if (req.path == "/ready") {

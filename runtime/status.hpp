@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "runtime/http/server.hpp"
@@ -45,9 +46,15 @@ class health_state {
   std::map<std::string, component> components_; // guarded by mtx_
 };
 
+/// An added route that answers later: it must not block, and calls
+/// `respond` once, from any thread (dropping it unanswered answers 500).
+using async_route_handler = std::function<void(
+  const http_request&, std::function<void(http_response)> respond)>;
+
 /// The status server: `/live`, `/ready`, `/health`, `/metrics`, answered
-/// on its own I/O thread; added routes (debugging) run on a separate worker,
-/// so that a slow one never delays a probe.
+/// on its own I/O thread; added routes (debugging) either answer
+/// asynchronously (asks to actors: nothing waits) or run on a separate
+/// worker, so that a slow one never delays a probe.
 class status_server {
  public:
   status_server(std::shared_ptr<health_state> health,
@@ -59,7 +66,10 @@ class status_server {
   void stop();
   /// Ends the worker that runs added routes (they answer 503 from now on);
   /// called before the actor system goes, since they may talk to actors.
-  void stop_added_routes() { slow_.stop(); }
+  void stop_added_routes() {
+    async_->stopped = true;
+    slow_.stop();
+  }
 
   /// Serves `path` with `h` as well (any time, from any thread). The
   /// handler runs on the status server's worker thread (one; a few
@@ -69,14 +79,31 @@ class status_server {
                  std::function<http_response(const http_request&)> h,
                  bool any_method = false);
 
-  /// Routes one request (added routes inline); public for unit tests.
+  /// Serves `path` with `h`, which answers asynchronously on its own (an
+  /// ask to an actor); at most `max_async` of them are in flight, more get
+  /// 503. Same methods as `add_route`.
+  void add_async_route(const std::string& path, async_route_handler h,
+                       bool any_method = false);
+
+  /// Routes one request (added routes inline, asynchronous ones waited
+  /// for); public for unit tests.
   http_response handle(const http_request& req);
 
+  static constexpr int max_async = 64;
+
  private:
-  using route = std::pair<std::function<http_response(const http_request&)>,
-                          bool>; // handler, any method
+  struct route {
+    std::function<http_response(const http_request&)> sync;
+    async_route_handler async;
+    bool any_method = false;
+    explicit operator bool() const { return sync || async; }
+  };
   void serve(std::shared_ptr<http_exchange> ex);
   route route_of(const std::string& path);
+  // The answer of a built-in path, or of a method an added route refuses;
+  // nullopt: the added route answers.
+  std::optional<http_response> answer_here(const http_request& req,
+                                           const route& extra);
 
   std::shared_ptr<health_state> health_;
   metrics_registry& metrics_;
@@ -84,6 +111,13 @@ class status_server {
   std::mutex routes_mtx_;
   std::map<std::string, route> routes_; // guarded by routes_mtx_
   worker_pool slow_{1, 8};
+  // Asynchronous answers in flight; shared with them (they may outlive a
+  // stopping server).
+  struct async_state {
+    std::atomic<int> in_flight{0};
+    std::atomic<bool> stopped{false};
+  };
+  std::shared_ptr<async_state> async_ = std::make_shared<async_state>();
   http_server http_;
 };
 

@@ -229,9 +229,7 @@ int run(int argc, char** argv) {
   }
   std::fprintf(stderr, "outrider-sim: instance %s on %s, %d rank(s), role %s\n",
                engine.instance_id().c_str(), address.c_str(), engine.ranks(),
-               cfg.engine_role_prefill()
-                 ? "prefill"
-                 : (cfg.engine_role_decode() ? "decode" : "aggregated"));
+               outrider::engine::to_string(cfg.role));
 
   serve_until_signal(engine, cfg, signals);
   drain(engine, cfg);

@@ -53,9 +53,10 @@ std::string server_info(const sim_engine& e) {
           {"block_size", c.engine.block_size},
           {"dp_size", e.ranks()}};
   }
-  const char* mode = c.engine_role_prefill()  ? "prefill"
-                     : c.engine_role_decode() ? "decode"
-                                              : nullptr;
+  // SGLang writes null for an aggregated engine.
+  const char* mode = c.role == engine_role::aggregated
+                       ? nullptr
+                       : outrider::engine::to_string(c.role);
   return nlohmann::json{
     {"page_size", c.engine.block_size},
     {"max_total_num_tokens",

@@ -17,6 +17,8 @@ namespace {
 using runtime::option_key;
 using runtime::option_spec;
 using ot = runtime::option_type;
+using engine::to_string;
+using engine::worker_role;
 
 namespace key {
 constexpr option_key<std::string> host{"host"};
@@ -183,9 +185,11 @@ std::vector<option_spec> make_specs() {
          "SGLang's Generate sends all output ids so far in every message "
          "(SGLang without --incremental-streaming-output)",
          "--sglang-cumulative-output"),
-    spec("disaggregation-mode", ot::string, "aggregated",
+    spec("disaggregation-mode", ot::string, to_string(worker_role::aggregated),
          "the engine's part in disaggregated serving",
-         "--disaggregation-mode prefill", {"aggregated", "prefill", "decode"}),
+         "--disaggregation-mode prefill",
+         {to_string(worker_role::aggregated), to_string(worker_role::prefill),
+          to_string(worker_role::decode)}),
     number("kv-transfer-ms-per-block", c.transfer_ms_per_block,
            "simulated KV transfer time per block on a decode engine",
            "--kv-transfer-ms-per-block 0.1", 0, 1e6),
@@ -292,10 +296,8 @@ std::string to_config(const runtime::options& o, sim_config& c) {
   c.replay_topic_frame = o.get(key::replay_topic);
   c.sglang_cumulative_output = o.get(key::sglang_cumulative);
   c.protocol = o.get(key::protocol);
-  const auto& role = o.get(key::role);
-  c.role = role == "prefill"  ? engine_role::prefill
-           : role == "decode" ? engine_role::decode
-                              : engine_role::aggregated;
+  c.role =
+    engine::worker_role_of(o.get(key::role)).value_or(engine_role::aggregated);
   c.transfer_ms_per_block = o.get(key::transfer_ms);
   c.bootstrap_timeout_ms = o.get(key::bootstrap_timeout).count();
   const auto& kv = o.get(key::kv_events);

@@ -11,13 +11,14 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/service_type.h>
 
+#include "cluster/engine/vocabulary.hpp"
 #include "sim/bootstrap.hpp"
 #include "sim/engine_runner.hpp"
 #include "sim/kv_publisher.hpp"
 
 namespace outrider::sim {
 
-enum class engine_role { aggregated, prefill, decode };
+using engine_role = outrider::engine::worker_role;
 
 /// Everything `outrider-sim` is configured with.
 struct sim_config {

@@ -54,7 +54,8 @@ class dispatcher::attempts final
     auto tp = clock_type::now();
     // With disaggregation the request is decoded on a decode worker (any
     // decoding worker when there is no decode pool).
-    req->role = d_.disagg_ ? "decode" : "";
+    req->role =
+      d_.disagg_ ? std::optional{engine::worker_role::decode} : std::nullopt;
     req->identity.lora = lora_;
     req->identity.cache_salt = cache_salt_;
     auto self = shared_from_this();
@@ -65,8 +66,8 @@ class dispatcher::attempts final
       done(std::move(d));
     };
     d_.place(req, true, [self, req, finish](route_decision d) {
-      if (!d.ok && !d.busy && self->d_.disagg_ && !req->role.empty()) {
-        req->role.clear();
+      if (!d.ok && !d.busy && self->d_.disagg_ && req->role) {
+        req->role.reset();
         return self->d_.place(req, true, finish);
       }
       finish(std::move(d));

@@ -178,7 +178,10 @@ class dispatcher {
   std::set<grpc::ClientContext*> calls_;                           // mtx_
   /// Requests waiting while every worker is busy, by role, first come
   /// first (mtx_).
-  std::map<std::string, std::deque<std::shared_ptr<place_job>>> lines_;
+  // One line per role asked for (none: any worker that decodes).
+  std::map<std::optional<engine::worker_role>,
+           std::deque<std::shared_ptr<place_job>>>
+    lines_;
   std::unique_ptr<runtime::worker_pool> chores_;
 };
 

@@ -151,7 +151,7 @@ std::string status_json(router_state& st) {
   for (const auto& v : st.core->view()) {
     if (workers.empty() || workers.back()["id"] != v.worker_id)
       workers.push_back({{"id", v.worker_id},
-                         {"role", v.role.empty() ? "aggregated" : v.role},
+                         {"role", engine::to_string(v.role)},
                          {"ranks", nlohmann::json::array()}});
     workers.back()["ranks"].push_back(
       {{"rank", v.rank},

@@ -41,7 +41,7 @@ struct fixture {
     r.worker_id = id;
     r.instance_id = "i-" + id;
     r.model = "m";
-    r.role = role;
+    r.role = engine::worker_role_of(role).value();
     r.relay_endpoint = id + ":1";
     r.engine_endpoint = id + ":2";
     r.protocol = "openengine";
@@ -55,7 +55,8 @@ struct fixture {
   route_decision place(std::vector<uint32_t> tokens, std::string role = {}) {
     auto req = std::make_shared<route_request>();
     req->tokens = std::move(tokens);
-    req->role = std::move(role);
+    if (!role.empty())
+      req->role = engine::worker_role_of(role).value();
     (*self)->send(router, place_atom::value,
                   std::shared_ptr<const route_request>{req});
     sched->run();

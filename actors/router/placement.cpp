@@ -8,6 +8,8 @@
 
 namespace outrider::router {
 
+using engine::worker_role;
+
 placement::placement(router_config cfg, clock_fn now, uint64_t seed)
   : cfg_(std::move(cfg)), now_(std::move(now)), rng_(seed),
     index_(kv::block_hash_seed, cfg_.tiers) {}
@@ -147,8 +149,8 @@ bool placement::all_busy(const std::vector<candidate>& cands,
   // The KV share keeps cached prefixes alive until they are used: kv mode
   // only (round-robin and random place blind to caches, as a plain load
   // balancer does, and stay the baselines kv is measured against).
-  bool by_share =
-    cfg_.queue_kv_share > 0 && cfg_.mode == "kv" && req.role != "prefill";
+  bool by_share = cfg_.queue_kv_share > 0 && cfg_.mode == "kv" &&
+                  req.role != worker_role::prefill;
   if (!cfg_.queue_threshold && !by_share)
     return false;
   auto bs = static_cast<double>(std::max(1u, block_size_));
@@ -177,7 +179,7 @@ std::vector<candidate> placement::candidates(const route_request& req) const {
     const auto& info = slots_[s];
     // "" means any worker that decodes: aggregated or decode.
     bool role_ok =
-      req.role.empty() ? info.role != "prefill" : info.role == req.role;
+      req.role ? info.role == *req.role : info.role != worker_role::prefill;
     if (!info.alive || !role_ok ||
         std::find(req.exclude.begin(), req.exclude.end(), info.worker_id) !=
           req.exclude.end())
@@ -288,8 +290,9 @@ route_decision placement::place(const route_request& req) {
   auto cands = candidates(req);
   if (cands.empty()) {
     d.no_worker = true;
-    d.error = req.role.empty() ? "no worker is available"
-                               : "no " + req.role + " worker is available";
+    d.error = req.role ? std::string{"no "} + engine::to_string(*req.role) +
+                           " worker is available"
+                       : "no worker is available";
     if (!req.identity.lora.empty())
       d.error += " serving adapter '" + req.identity.lora + "'";
     return d;

@@ -24,9 +24,9 @@ namespace outrider::router {
 struct route_request {
   std::vector<uint32_t> tokens;
   std::vector<std::string> exclude; // workers that already failed it
-  /// Which workers qualify: "prefill", "decode", or "" for every worker
+  /// Which workers qualify: prefill, decode, or none for every worker
   /// that decodes (aggregated or decode).
-  std::string role;
+  std::optional<engine::worker_role> role;
   /// What besides its tokens keys its blocks on the engines: the LoRA
   /// adapter, the tenant's cache salt, media items.
   kv::prompt_identity identity;
@@ -43,10 +43,10 @@ struct route_decision {
   uint64_t key = 0;  // for `release`
   uint32_t slot = 0; // the chosen (worker, rank)
   std::string worker_id;
-  std::string endpoint;           // the worker's relay
-  std::string engine_endpoint;    // its engine (direct dispatch)
-  std::string protocol;           // the engine's: openengine, vllm or sglang
-  std::string role;               // the worker's: aggregated, prefill, decode
+  std::string endpoint;        // the worker's relay
+  std::string engine_endpoint; // its engine (direct dispatch)
+  std::string protocol;        // the engine's: openengine, vllm or sglang
+  engine::worker_role role = engine::worker_role::aggregated; // the worker's
   std::string bootstrap_endpoint; // a prefill worker's (SGLang), or empty
   int rank = 0;
   uint32_t overlap_blocks = 0;
@@ -145,7 +145,7 @@ struct engine_load {
 struct slot_view {
   uint32_t slot = 0;
   std::string worker_id;
-  std::string role;
+  engine::worker_role role = engine::worker_role::aggregated;
   int rank = 0;
   uint64_t prefill_tokens = 0;
   uint64_t decode_blocks = 0;
@@ -211,7 +211,7 @@ class placement {
  private:
   struct slot_info {
     std::string worker_id;
-    std::string role;
+    engine::worker_role role = engine::worker_role::aggregated;
     std::string endpoint;
     std::string engine_endpoint;
     std::string protocol;

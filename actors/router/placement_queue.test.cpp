@@ -25,7 +25,8 @@ route_decision place(placement& p, std::vector<uint32_t> tokens,
                      std::string role = {}) {
   route_request req;
   req.tokens = std::move(tokens);
-  req.role = std::move(role);
+  if (!role.empty())
+    req.role = engine::worker_role_of(role).value();
   return p.place(req);
 }
 
@@ -33,7 +34,7 @@ cluster::worker_record sized(const std::string& id, uint64_t kv_blocks,
                              std::string role = "aggregated") {
   auto r = worker(id);
   r.total_kv_blocks = kv_blocks;
-  r.role = std::move(role);
+  r.role = engine::worker_role_of(role).value();
   return r;
 }
 

@@ -69,7 +69,7 @@ void dispatcher::maybe_remote_prefill(const std::vector<uint32_t>& tokens,
                                       session_fn done) {
   auto preq = std::make_shared<route_request>();
   preq->tokens = tokens;
-  preq->role = "prefill";
+  preq->role = engine::worker_role::prefill;
   preq->identity = identity;
   place(preq, false, [this, preq, d, done](route_decision p) {
     auto count = [this](const char* outcome) { stats_.disagg(outcome).inc(); };
@@ -78,7 +78,9 @@ void dispatcher::maybe_remote_prefill(const std::vector<uint32_t>& tokens,
       return done(std::nullopt);
     }
     // An SGLang decode engine cannot prefill: it always takes a room.
-    bool sglang_decode = d.protocol == "sglang" && d.role == "decode";
+    bool sglang_decode =
+      engine::dialect_of(d.protocol) == engine::dialect::sglang &&
+      d.role == engine::worker_role::decode;
     bool bootstrap = !p.bootstrap_endpoint.empty();
     if (bootstrap != sglang_decode) {
       // A bootstrap room only SGLang decode engines fetch; an OpenEngine

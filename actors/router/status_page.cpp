@@ -2,24 +2,30 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/ask.hpp"
+
 namespace outrider::router {
 
 namespace {
 
-// Asks the router actor's current incarnation for a JSON document; nullopt
-// while it restarts or when it does not answer within a second.
+using respond_fn = std::function<void(runtime::http_response)>;
+
+// Asks the router actor's current incarnation for a JSON document without
+// waiting: `done` gets it, or nullopt while the actor restarts or when it
+// does not answer within a second.
 template <class Atom>
-std::optional<std::string>
-ask_router(caf::actor_system& sys,
-           const runtime::slot_ptr<kv_router_actor>& brain) {
-  std::optional<std::string> out;
-  if (auto b = brain->get()) {
-    caf::scoped_actor self{sys};
-    self->request(b, std::chrono::seconds{1}, Atom::value)
-      .receive([&](const std::string& json) { out = json; },
-               [&](caf::error&) {});
+void ask_router(caf::actor_system& sys,
+                const runtime::slot_ptr<kv_router_actor>& brain,
+                std::function<void(std::optional<std::string>)> done) {
+  auto b = brain->get();
+  if (!b) {
+    done(std::nullopt);
+    return;
   }
-  return out;
+  runtime::ask_async<std::string>(
+    sys, b, std::chrono::seconds{1},
+    [done](const std::string& json) { done(json); },
+    [done](const caf::error&) { done(std::nullopt); }, Atom::value);
 }
 
 } // namespace
@@ -27,17 +33,21 @@ ask_router(caf::actor_system& sys,
 void add_index_route(runtime::role_context& ctx,
                      runtime::slot_ptr<kv_router_actor> brain) {
   auto* sys = &ctx.sys;
-  ctx.status.add_route(
-    "/debug/index", [sys, brain](const runtime::http_request&) {
-      runtime::http_response r;
-      r.content_type = "application/json";
-      if (auto json = ask_router<index_atom>(*sys, brain)) {
-        r.body = *json + "\n";
-      } else {
-        r.status = 503;
-        r.body = "{\"error\":\"the router actor is restarting\"}\n";
-      }
-      return r;
+  ctx.status.add_async_route(
+    "/debug/index",
+    [sys, brain](const runtime::http_request&, respond_fn respond) {
+      ask_router<index_atom>(
+        *sys, brain, [respond](std::optional<std::string> json) {
+          runtime::http_response r;
+          r.content_type = "application/json";
+          if (json) {
+            r.body = *json + "\n";
+          } else {
+            r.status = 503;
+            r.body = "{\"error\":\"the router actor is restarting\"}\n";
+          }
+          respond(std::move(r));
+        });
     });
 }
 
@@ -56,23 +66,27 @@ void add_status_page(runtime::role_context& ctx,
     r.headers["Cache-Control"] = "no-store";
     return r;
   });
-  ctx.status.add_route(
-    "/debug/status", [sys, brain, requests](const runtime::http_request&) {
-      runtime::http_response r;
-      r.content_type = "application/json";
-      r.headers["Cache-Control"] = "no-store";
-      nlohmann::json doc;
-      if (auto json = ask_router<status_atom>(*sys, brain))
-        doc = nlohmann::json::parse(*json, nullptr, false);
-      if (!doc.is_object())
-        doc = {{"error", "the router actor is restarting"},
-               {"workers", nlohmann::json::array()},
-               {"decisions", nlohmann::json::array()}};
-      auto extra = requests(); // not a temporary in the loop below
-      for (auto& [k, v] : extra.items())
-        doc[k] = v;
-      r.body = doc.dump() + "\n";
-      return r;
+  ctx.status.add_async_route(
+    "/debug/status",
+    [sys, brain, requests](const runtime::http_request&, respond_fn respond) {
+      ask_router<status_atom>(
+        *sys, brain, [requests, respond](std::optional<std::string> json) {
+          nlohmann::json doc;
+          if (json)
+            doc = nlohmann::json::parse(*json, nullptr, false);
+          if (!doc.is_object())
+            doc = {{"error", "the router actor is restarting"},
+                   {"workers", nlohmann::json::array()},
+                   {"decisions", nlohmann::json::array()}};
+          auto extra = requests(); // not a temporary in the loop below
+          for (auto& [k, v] : extra.items())
+            doc[k] = v;
+          runtime::http_response r;
+          r.content_type = "application/json";
+          r.headers["Cache-Control"] = "no-store";
+          r.body = doc.dump() + "\n";
+          respond(std::move(r));
+        });
     });
 }
 

@@ -38,9 +38,11 @@ class control final : public oe::Control::WithCallbackMethod_SubscribeKvEvents<
       return {StatusCode::UNAVAILABLE, describe(err)};
     out->set_engine_name("outrider-sidecar (" + info.protocol + ")");
     out->set_instance_id(info.instance_id);
-    out->set_engine_role(info.role == "prefill"  ? oe::ENGINE_ROLE_PREFILL
-                         : info.role == "decode" ? oe::ENGINE_ROLE_DECODE
-                                                 : oe::ENGINE_ROLE_AGGREGATED);
+    using engine::worker_role;
+    out->set_engine_role(
+      info.role == worker_role::prefill  ? oe::ENGINE_ROLE_PREFILL
+      : info.role == worker_role::decode ? oe::ENGINE_ROLE_DECODE
+                                         : oe::ENGINE_ROLE_AGGREGATED);
     out->add_supported_models(info.model);
     out->mutable_parallelism()->set_data_parallel_size(info.data_parallel_size);
     out->set_schema_revision(1);

@@ -9,7 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/sidecar/relay.hpp"
-#include "cluster/engine/dialect.hpp"
+#include "cluster/engine/vocabulary.hpp"
 #include "cluster/engine/engine_adapter.hpp"
 #include "openengine.grpc.pb.h"
 #include "runtime/metrics.hpp"

@@ -14,6 +14,7 @@
 #include "cluster/discovery.hpp"
 #include "cluster/discovery_from.hpp"
 #include "cluster/tls.hpp"
+#include "runtime/ask.hpp"
 
 namespace outrider::sidecar {
 
@@ -157,31 +158,38 @@ void start_kv_publisher(runtime::role_context& ctx,
   });
 }
 
-// GET /debug/index: the index as JSON (tests compare it with the engine's).
+// GET /debug/index: the index as JSON (tests compare it with the engine's),
+// asked of the indexer without waiting.
 void add_index_route(runtime::role_context& ctx,
                      runtime::slot_ptr<indexer::indexer_actor> indexer) {
   auto* sys = &ctx.sys;
-  ctx.status.add_route(
-    "/debug/index", [sys, indexer](const runtime::http_request&) {
+  ctx.status.add_async_route(
+    "/debug/index",
+    [sys, indexer](const runtime::http_request&,
+                   std::function<void(runtime::http_response)> respond) {
       runtime::http_response r;
       r.content_type = "application/json";
       auto idx = indexer->get();
       if (!idx) {
         r.status = 503;
         r.body = "{\"error\":\"the indexer is restarting\"}\n";
-        return r;
+        respond(std::move(r));
+        return;
       }
-      caf::scoped_actor self{*sys};
-      r.status = 504;
-      r.body = "{\"error\":\"the indexer did not answer\"}\n";
-      self->request(idx, std::chrono::seconds{1}, indexer::snapshot_atom::value)
-        .receive(
-          [&](const std::string& json) {
-            r.status = 200;
-            r.body = json + "\n";
-          },
-          [&](caf::error&) {});
-      return r;
+      runtime::ask_async<std::string>(
+        *sys, idx, std::chrono::seconds{1},
+        [respond, r](const std::string& json) {
+          auto ok = r;
+          ok.body = json + "\n";
+          respond(std::move(ok));
+        },
+        [respond, r](const caf::error&) {
+          auto late = r;
+          late.status = 504;
+          late.body = "{\"error\":\"the indexer did not answer\"}\n";
+          respond(std::move(late));
+        },
+        indexer::snapshot_atom::value);
     });
 }
 

@@ -155,9 +155,10 @@ class openengine_adapter final : public engine_adapter {
     out.instance_id = info.instance_id();
     out.model = info.supported_models_size() > 0 ? info.supported_models(0)
                                                  : std::string{};
-    out.role = info.engine_role() == oe::ENGINE_ROLE_PREFILL  ? "prefill"
-               : info.engine_role() == oe::ENGINE_ROLE_DECODE ? "decode"
-                                                              : "aggregated";
+    out.role =
+      info.engine_role() == oe::ENGINE_ROLE_PREFILL  ? worker_role::prefill
+      : info.engine_role() == oe::ENGINE_ROLE_DECODE ? worker_role::decode
+                                                     : worker_role::aggregated;
     out.kv_block_size = info.capacity().kv_block_size();
     out.total_kv_blocks = info.capacity().total_kv_blocks();
     out.data_parallel_size =

@@ -7,7 +7,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "cluster/engine/dialect.hpp"
+#include "cluster/engine/vocabulary.hpp"
 #include "openengine.pb.h"
 
 namespace outrider::engine {

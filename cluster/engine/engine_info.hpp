@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "cluster/engine/vocabulary.hpp"
+
 namespace outrider::engine {
 
 /// The most LoRA adapters a worker advertises, and the longest name.
@@ -15,7 +17,7 @@ inline constexpr size_t max_lora_name_bytes = 128;
 struct engine_info {
   std::string instance_id;
   std::string model;
-  std::string role = "aggregated";
+  worker_role role = worker_role::aggregated;
   uint32_t kv_block_size = 0;
   uint64_t total_kv_blocks = 0;
   uint32_t data_parallel_size = 1;

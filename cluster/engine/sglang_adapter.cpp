@@ -92,12 +92,12 @@ class sglang_adapter final : public engine_adapter {
     out.data_parallel_size =
       static_cast<uint32_t>(std::max<uint64_t>(1, number(info, "dp_size", 1)));
     auto mode = info.value("disaggregation_mode", json{});
-    out.role = mode.is_string() && (mode == "prefill" || mode == "decode")
-                 ? mode.get<std::string>()
-                 : "aggregated";
+    out.role = mode.is_string() ? worker_role_of(mode.get<std::string>())
+                                    .value_or(worker_role::aggregated)
+                                : worker_role::aggregated;
     out.protocol = "sglang";
     auto port = number(info, "disaggregation_bootstrap_port", 0);
-    if (out.role == "prefill" && port > 0 && port < 65536)
+    if (out.role == worker_role::prefill && port > 0 && port < 65536)
       out.bootstrap_endpoint = engine_host(info.value("host", std::string{})) +
                                ":" + std::to_string(port);
     return {};

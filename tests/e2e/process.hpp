@@ -48,6 +48,14 @@ inline constexpr double rss_allowance = 2.0;
 inline constexpr double rss_allowance = 1.0;
 #endif
 
+/// Sanitizers run code several times slower: latency bounds measured on a
+/// real build are multiplied by this in the sanitizer build.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr double time_allowance = 3.0;
+#else
+inline constexpr double time_allowance = 1.0;
+#endif
+
 /// A field of /proc/PID/status as a number (Threads; VmRSS in kB), or -1.
 long proc_status(pid_t pid, const std::string& field);
 

@@ -1,0 +1,30 @@
+#pragma once
+
+#include <chrono>
+
+#include <caf/all.hpp>
+
+namespace outrider::runtime {
+
+/// Asks `whom` once (its answer a `Result`) without blocking the caller: a
+/// short-lived actor sends the request and hands the answer to `reply`, or the
+/// error (a timeout, a dead actor) to `fail`, on one of the actor system's
+/// threads; then it goes. For callers that must not wait, such as the status
+/// server's I/O thread.
+template <class Result, class Handle, class Reply, class Fail, class... Ts>
+void ask_async(caf::actor_system& sys, Handle whom,
+               std::chrono::milliseconds timeout, Reply reply, Fail fail,
+               Ts... msg) {
+  sys.spawn([=](caf::event_based_actor* self) {
+    self->request(whom, timeout, msg...)
+      .then([reply](const Result& x) { reply(x); },
+            [fail](caf::error& e) { fail(e); });
+  });
+  // CAF 0.17's spawn leaves the calling thread a reference to the actor
+  // system's logger, and the system's destructor waits until every such
+  // reference is gone: a thread that outlives the system (the status
+  // server's) would hang the process on exit. Give it back.
+  caf::logger::set_current_actor_system(nullptr);
+}
+
+} // namespace outrider::runtime
