@@ -9,8 +9,8 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/sidecar/relay.hpp"
-#include "cluster/engine/vocabulary.hpp"
 #include "cluster/engine/engine_adapter.hpp"
+#include "cluster/engine/vocabulary.hpp"
 #include "openengine.grpc.pb.h"
 #include "runtime/metrics.hpp"
 #include "runtime/worker_pool.hpp"
