@@ -39,7 +39,7 @@ struct router_stats {
   skipped_counter unknown_parent, unknown_removal, evicted, unresolved,
     other_groups, not_credited;
 
-  static router_stats make(const std::string& mode) {
+  static router_stats make(engine::router_mode mode) {
     auto& m = runtime::global_metrics();
     router_stats s;
     s.refused = &m.get_counter("outrider_router_workers_refused_total",
@@ -52,7 +52,8 @@ struct router_stats {
       &m.get_gauge("outrider_router_index_entries",
                    "(rank, block) entries in the router's index");
     s.decisions = &m.get_counter("outrider_router_decisions_total",
-                                 "Requests placed, by mode", {{"mode", mode}});
+                                 "Requests placed, by mode",
+                                 {{"mode", engine::to_string(mode)}});
     s.prompt_blocks = &m.get_counter("outrider_router_prompt_blocks_total",
                                      "Full prompt blocks of placed requests");
     s.cached_blocks =
@@ -115,7 +116,7 @@ struct router_state {
   std::unique_ptr<placement> core;
   router_stats stats;
   decision_log decisions;
-  std::string mode;
+  engine::router_mode mode = engine::router_mode::kv;
   booking_share share;
   static inline const char* name = "kv_router";
 };
@@ -146,7 +147,7 @@ void tell(self_ptr self, note_op what, uint64_t key,
 }
 
 std::string status_json(router_state& st) {
-  nlohmann::json doc{{"mode", st.mode}};
+  nlohmann::json doc{{"mode", engine::to_string(st.mode)}};
   auto& workers = doc["workers"] = nlohmann::json::array();
   for (const auto& v : st.core->view()) {
     if (workers.empty() || workers.back()["id"] != v.worker_id)

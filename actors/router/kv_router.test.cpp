@@ -24,7 +24,7 @@ struct fixture {
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     self = std::make_unique<caf::scoped_actor>(*sys);
     router_config rc;
-    rc.mode = std::move(mode);
+    rc.mode = engine::router_mode_of(mode).value();
     rc.queue_threshold = queue_threshold;
     router = spawn_kv_router(*sys, rc);
     sched->run();

@@ -8,6 +8,7 @@
 
 namespace outrider::router {
 
+using engine::router_mode;
 using engine::worker_role;
 
 placement::placement(router_config cfg, clock_fn now, uint64_t seed)
@@ -149,7 +150,7 @@ bool placement::all_busy(const std::vector<candidate>& cands,
   // The KV share keeps cached prefixes alive until they are used: kv mode
   // only (round-robin and random place blind to caches, as a plain load
   // balancer does, and stay the baselines kv is measured against).
-  bool by_share = cfg_.queue_kv_share > 0 && cfg_.mode == "kv" &&
+  bool by_share = cfg_.queue_kv_share > 0 && cfg_.mode == router_mode::kv &&
                   req.role != worker_role::prefill;
   if (!cfg_.queue_threshold && !by_share)
     return false;
@@ -233,9 +234,9 @@ void placement::fill_overlaps(
 // The index of the chosen candidate, by --router-mode.
 size_t placement::choose(const std::vector<candidate>& cands,
                          uint32_t prompt_blocks) {
-  if (cfg_.mode == "round-robin")
+  if (cfg_.mode == router_mode::round_robin)
     return round_robin_++ % cands.size();
-  if (cfg_.mode == "random")
+  if (cfg_.mode == router_mode::random)
     return std::uniform_int_distribution<size_t>{0, cands.size() - 1}(rng_);
   auto sel = select_worker(cands, prompt_blocks, selector(), rng_);
   for (size_t i = 0; i < cands.size(); ++i)
@@ -344,7 +345,8 @@ route_decision placement::place(const route_request& req) {
   // Blocks predicted there are computed by a request ahead of this one:
   // they are booked as cached.
   auto reused = std::max(overlap_blocks, d.chosen_overlap_blocks);
-  if (cfg_.mode == "kv" && cfg_.priority_overlap > 0 && prompt_blocks > 0 &&
+  if (cfg_.mode == router_mode::kv && cfg_.priority_overlap > 0 &&
+      prompt_blocks > 0 &&
       overlap_blocks >= cfg_.priority_overlap * prompt_blocks)
     d.priority = -1;
   booking b;
@@ -353,7 +355,7 @@ route_decision placement::place(const route_request& req) {
   b.prefill_tokens = req.tokens.size() -
                      std::min<size_t>(req.tokens.size(), size_t{reused} * bs);
   b.decode_blocks = prompt_blocks - std::min(prompt_blocks, reused);
-  if (cfg_.mode == "kv")
+  if (cfg_.mode == router_mode::kv)
     predict(b, seq);
   info.prefill_tokens += b.prefill_tokens;
   info.decode_blocks += b.decode_blocks;

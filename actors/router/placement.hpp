@@ -84,7 +84,7 @@ struct worker_events {
 };
 
 struct router_config {
-  std::string mode = "kv"; // kv, round-robin, random
+  engine::router_mode mode = engine::router_mode::kv;
   selector_config selector;
   std::string model; // empty: any; else workers must serve this model
   /// Queued prefill tokens above which a rank counts as busy; when every

@@ -26,7 +26,7 @@ route_decision place(placement& p, std::vector<uint32_t> tokens) {
 
 router_config mode(std::string m) {
   router_config c;
-  c.mode = std::move(m);
+  c.mode = engine::router_mode_of(m).value();
   return c;
 }
 

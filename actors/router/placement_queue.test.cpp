@@ -45,7 +45,7 @@ TEST_CASE("placement: prompts waiting past their share of the free KV blocks "
           "[placement]") {
   manual_clock clk;
   router_config cfg;
-  cfg.mode = "kv";
+  cfg.mode = engine::router_mode_of("kv").value();
   cfg.queue_kv_share = 0.1;
   placement p{cfg, clk.fn(), 1};
   p.add_worker(sized("a", 100));
@@ -82,12 +82,12 @@ TEST_CASE("placement: prompts waiting past their share of the free KV blocks "
   CHECK(place(one, prompt(6000, 1)).ok);
   // Off with share 0, in the modes blind to caches, and for workers of
   // unknown size.
-  cfg.mode = "round-robin";
+  cfg.mode = engine::router_mode_of("round-robin").value();
   placement blind{cfg, clk.fn(), 1};
   blind.add_worker(sized("a", 100));
   for (uint32_t i = 0; i < 4; ++i)
     CHECK(place(blind, prompt(i * 1000, 20)).ok);
-  cfg.mode = "kv";
+  cfg.mode = engine::router_mode_of("kv").value();
   cfg.queue_kv_share = 0;
   placement off{cfg, clk.fn(), 1};
   off.add_worker(sized("a", 100));
@@ -141,7 +141,7 @@ TEST_CASE("placement: a prompt mostly cached on its rank goes ahead of the "
           "[placement]") {
   manual_clock clk;
   router_config cfg;
-  cfg.mode = "kv";
+  cfg.mode = engine::router_mode_of("kv").value();
   cfg.priority_overlap = 0.5;
   cfg.queue_kv_share = 0.1;
   placement p{cfg, clk.fn(), 1};
@@ -172,7 +172,7 @@ TEST_CASE("placement: a prompt mostly cached on its rank goes ahead of the "
   for (auto [mode, share] :
        {std::pair<const char*, double>{"kv", 0.0}, {"round-robin", 0.5}}) {
     router_config other = cfg;
-    other.mode = mode;
+    other.mode = engine::router_mode_of(mode).value();
     other.priority_overlap = share;
     other.queue_kv_share = 0;
     placement q{other, clk.fn(), 1};

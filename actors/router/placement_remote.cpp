@@ -32,7 +32,7 @@ std::optional<uint32_t> placement::remote(const cluster::booking_note& n) {
   b.decode_blocks = n.decode_blocks;
   info.prefill_tokens += b.prefill_tokens;
   info.decode_blocks += b.decode_blocks;
-  if (cfg_.mode == "kv" && !n.blocks.empty())
+  if (cfg_.mode == engine::router_mode::kv && !n.blocks.empty())
     predict(b, n.blocks);
   auto key = next_remote_key_++;
   bookings_[key] = std::move(b);

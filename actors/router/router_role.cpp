@@ -76,7 +76,9 @@ double priority_overlap(const runtime::options& o) {
 
 router_config router_config_from(const runtime::options& o) {
   router_config rc;
-  rc.mode = o.get(opt::router_mode);
+  rc.mode =
+    engine::router_mode_of(o.get(opt::router_mode))
+      .value_or(engine::router_mode::kv); // the option checks its values
   rc.selector.overlap_score_weight = o.get(opt::kv_overlap_score_weight);
   rc.selector.decode_weight = o.get(opt::kv_decode_weight);
   rc.selector.queue_weight = o.get(opt::kv_queue_weight);
@@ -163,7 +165,7 @@ bool start_frontends(runtime::role_context& ctx, router_parts& parts) {
     return false;
   }
   spdlog::info("router: OpenAI-compatible frontend on {}:{} ({} mode{})", host,
-               parts.frontend->port(), parts.config.mode,
+               parts.frontend->port(), engine::to_string(parts.config.mode),
                o.get(opt::http_tls) ? ", TLS" : "");
   auto port = o.get(opt::grpc_port);
   if (port <= 0)
