@@ -1,7 +1,7 @@
 // SGLang's proto is pinned to one revision (field numbers move between
-// SGLang versions): the file's sha256, and the field numbers WIRE.md §7
-// gives for the fields that moved or matter most, read back from the
-// generated descriptors.
+// SGLang versions): the file's sha256, and the field numbers docs/wire.md
+// ("SGLang's gRPC") gives for the fields that moved or matter most, read back
+// from the generated descriptors.
 
 #include <fstream>
 #include <iomanip>
@@ -35,7 +35,7 @@ int field(const google::protobuf::Descriptor* m, const char* name) {
 TEST_CASE("sglang.proto is the pinned revision") {
   // Changing the file is changing the pin: update this with the revision.
   CHECK(sha256_of(OUTRIDER_SOURCE_DIR "/proto/sglang.proto") ==
-        "8bb011afabc8a95cc89ade756ecf3df3743057dfb083702a1e3eb7822bd84fd5");
+        "6477aa750db6f8358ec0e126f0132bd3441e70c0debfea9da995e94b36176cc5");
   using namespace sglang::runtime::v1;
   auto* req = GenerateRequest::descriptor();
   CHECK(field(req, "input_ids") == 1);

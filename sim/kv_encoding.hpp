@@ -15,7 +15,7 @@ using kv::cached_block;
 using kv::kv_event;
 
 /// How events are laid out: tagged maps (current engines) or tagged
-/// positional arrays (older engines). WIRE.md section 2.
+/// positional arrays (older engines). docs/wire.md, "KV events".
 enum class event_encoding { map, array };
 
 /// How block hashes go on the wire: uint64 (vLLM), int64 (SGLang), or 32

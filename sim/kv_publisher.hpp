@@ -21,7 +21,7 @@ struct publisher_config {
 };
 
 /// `tcp://host:port` with the port moved by `rank`; `inproc://x` becomes
-/// `inproc://x_dp{rank}` (WIRE.md section 2).
+/// `inproc://x_dp{rank}` (docs/wire.md, "KV events: transport").
 std::string rank_endpoint(const std::string& base, int rank);
 
 /// One rank's KV event publisher: a PUB socket sending `[topic, seq, payload]`

@@ -5,8 +5,9 @@
 
 namespace outrider::sim {
 
-/// Step times of the reference model (WIRE.md section 6), in milliseconds
-/// before the speed-up factor. Coefficients are configurable.
+/// Step times of the reference model (docs/wire.md, "The simulator's reference
+/// model"), in milliseconds before the speed-up factor. Coefficients are
+/// configurable.
 struct timing_model {
   double prefill_a = 4.21e-7;  // per new token squared
   double prefill_b = 1.518e-2; // per new token

@@ -50,10 +50,11 @@ enum class attempt_end {
   failed,      ///< any other error
 };
 
-/// How a gRPC status that ended an attempt counts (WIRE.md §7): `broke`
-/// (the transport, not the request) is migratable; RESOURCE_EXHAUSTED is
-/// an overloaded engine; INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION
-/// and OUT_OF_RANGE are the request's fault; DEADLINE_EXCEEDED a timeout.
+/// How a gRPC status that ended an attempt counts (docs/wire.md, "SGLang's
+/// gRPC"): `broke` (the transport, not the request) is migratable;
+/// RESOURCE_EXHAUSTED is an overloaded engine; INVALID_ARGUMENT, NOT_FOUND,
+/// FAILED_PRECONDITION and OUT_OF_RANGE are the request's fault;
+/// DEADLINE_EXCEEDED a timeout.
 attempt_end end_for_status(int grpc_code, bool broke);
 
 struct attempt_result {

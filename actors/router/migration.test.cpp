@@ -168,7 +168,7 @@ TEST_CASE("migration: a refused request and a cancelled one do not migrate",
 }
 
 TEST_CASE("migration: an overloaded engine answers 503 without migrating, "
-          "and gRPC statuses count as WIRE.md says",
+          "and gRPC statuses count as docs/wire.md says",
           "[migration]") {
   fake_seams f;
   f.scripts["a"] = {{0, attempt_end::overloaded}};

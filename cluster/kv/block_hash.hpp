@@ -10,9 +10,9 @@
 
 namespace outrider::kv {
 
-/// The router's block hash (WIRE.md section 5, compatible with Dynamo's KV
-/// router): XXH3-64 with seed 1337 over each full block's tokens as 4-byte
-/// little-endian integers; the partial tail is dropped.
+/// The router's block hash (docs/wire.md, "The router's block key"; compatible
+/// with Dynamo's KV router): XXH3-64 with seed 1337 over each full block's
+/// tokens as 4-byte little-endian integers; the partial tail is dropped.
 inline constexpr uint64_t block_hash_seed = 1337;
 
 /// The seed for a LoRA adapter: different adapters never share blocks.

@@ -8,7 +8,8 @@ using namespace outrider::kv;
 
 namespace {
 
-// WIRE.md section 5 transcribed byte by byte, as a reference.
+// docs/wire.md ("The router's block key") transcribed byte by byte, as a
+// reference.
 uint64_t reference_local(const std::vector<uint32_t>& block) {
   std::vector<unsigned char> bytes;
   for (auto t : block)
@@ -28,7 +29,7 @@ uint64_t reference_chain(uint64_t parent, uint64_t local) {
 
 } // namespace
 
-TEST_CASE("block hashes follow WIRE.md section 5") {
+TEST_CASE("block hashes follow docs/wire.md, the router's block key") {
   std::vector<uint32_t> tokens;
   for (uint32_t i = 0; i < 10; ++i)
     tokens.push_back(i * 1000003u + 7);

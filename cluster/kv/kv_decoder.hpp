@@ -43,9 +43,9 @@ struct decode_result {
 };
 
 /// Decodes a KV event payload in either encoding (tagged maps or tagged
-/// positional arrays, WIRE.md section 2). Never trusts the input: every type
-/// is checked before use, and nothing here throws.
-/// A batch with more than `max_events` events is rejected whole
+/// positional arrays, docs/wire.md, "KV events"). Never trusts the input: every
+/// type is checked before use, and nothing here throws. A batch with more than
+/// `max_events` events is rejected whole
 /// (`too_many_events`) before any is decoded.
 decode_result decode_kv_batch(const void* data, size_t size,
                               size_t max_events = default_max_batch_events);

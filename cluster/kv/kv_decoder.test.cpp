@@ -33,7 +33,7 @@ std::string ascii(const std::string& s) {
 
 } // namespace
 
-// The bytes of a real engine's batch, from WIRE.md section 2.
+// The bytes of a real engine's batch, from docs/wire.md ("KV events").
 const std::string wire_example = from_hex("93cb41d954fc40400000"
                                           "91"
                                           "88"

@@ -1,8 +1,9 @@
 #pragma once
 
-// One reply of an engine's replay socket, as the forwarder reads it (WIRE.md
-// section 2): ["", topic, seq(8), payload] from current vLLM, ["", seq(8),
-// payload] from older vLLM and SGLang; the end marker has seq all ones.
+// One reply of an engine's replay socket, as the forwarder reads it
+// (docs/wire.md, "KV events: transport"): ["", topic, seq(8), payload] from
+// current vLLM, ["", seq(8), payload] from older vLLM and SGLang; the end
+// marker has seq all ones.
 
 #include <cstdint>
 #include <string_view>

@@ -5,9 +5,9 @@
 
 namespace outrider::kv {
 
-/// A KV event sequence number as it travels in ZMQ frames (WIRE.md
-/// section 2): 8 bytes, unsigned, big-endian. All ones is the end marker of
-/// a replay.
+/// A KV event sequence number as it travels in ZMQ frames (docs/wire.md,
+/// "KV events: transport"): 8 bytes, unsigned, big-endian. All ones is the end
+/// marker of a replay.
 inline std::string encode_seq(uint64_t v) {
   std::string out(8, '\0');
   for (int i = 7; i >= 0; --i, v >>= 8)

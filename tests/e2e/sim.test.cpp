@@ -76,7 +76,8 @@ struct replayed {
   bool end_marker = false;
 };
 
-// Asks a replay socket for everything from `start` (DEALER, as WIRE.md says).
+// Asks a replay socket for everything from `start` (DEALER, as docs/wire.md
+// says).
 replayed replay(zmq::context_t& zctx, const std::string& endpoint,
                 uint64_t start, bool topic_frame) {
   zmq::socket_t dealer{zctx, zmq::socket_type::dealer};
