@@ -5,6 +5,8 @@
 
 #include "actors/router/router_role.hpp"
 #include "actors/sidecar/sidecar_role.hpp"
+#include "app/role_all.hpp"
+#include "app/settings.hpp"
 #include "runtime/app.hpp"
 #include "runtime/logging.hpp"
 
@@ -33,8 +35,12 @@ int run_main(int argc, char** argv) {
     std::fprintf(stderr, "outrider: warning: %s\n", w.c_str());
   const auto& opts = parsed.opts;
   const auto& role = opts.get(opt::role);
+  // Every setting is read and checked here, before anything listens.
+  std::optional<router::router_settings> router_settings;
   if (role != "sidecar") {
-    if (auto why = router::check_router_options(opts); !why.empty()) {
+    std::string why;
+    router_settings = app::router_settings_from(opts, &why);
+    if (!router_settings) {
       std::fprintf(stderr, "outrider: error: %s\n", why.c_str());
       return 2;
     }
@@ -45,10 +51,18 @@ int run_main(int argc, char** argv) {
     return 0;
   }
   runtime::setup_logging(opts.get(opt::log_level), opts.get(opt::log_format));
-  return runtime::run_process(opts, role == "router" ? router::router_children
-                                    : role == "all"
-                                      ? router::all_children
-                                      : sidecar::sidecar_children);
+  if (role == "router")
+    return runtime::run_process(opts, [&](runtime::role_env& env) {
+      return router::start_router_role(env, *router_settings).children;
+    });
+  if (role == "all")
+    return runtime::run_process(opts, [&](runtime::role_env& env) {
+      return app::all_children(env, opts, *router_settings);
+    });
+  auto sidecar_settings = app::sidecar_settings_from(opts);
+  return runtime::run_process(opts, [&](runtime::role_env& env) {
+    return sidecar::sidecar_children(env, sidecar_settings);
+  });
 }
 
 } // namespace

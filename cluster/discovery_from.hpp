@@ -1,24 +1,29 @@
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "cluster/discovery.hpp"
 #include "cluster/nats_link.hpp"
-#include "runtime/options.hpp"
 
 namespace outrider::cluster {
 
-/// The discovery backend `--discovery` names: `file` in `dir`, `nats`
-/// (`--nats-*`; `on_connection` hears when its connection goes down or
-/// comes back), or `memory`. Not opened yet.
-std::shared_ptr<discovery>
-discovery_from(const runtime::options& o, const std::string& dir,
-               std::function<void(bool)> on_connection = {});
+/// Where workers are found (`--discovery`, `--discovery-dir`,
+/// `--discovery-ttl`, `--nats-*`).
+struct discovery_settings {
+  enum class kind { file, nats, memory };
+  kind backend = kind::file;
+  std::string dir;                  // file: the records' folder
+  std::chrono::milliseconds ttl{0}; // a record's lease
+  nats_config nats;                 // nats (also the NATS event plane's)
+};
 
-/// The NATS settings of `--nats-*` (servers, bucket, subject, credentials).
-nats_config nats_config_from(const runtime::options& o,
-                             std::function<void(bool)> on_connection = {});
+/// The backend `s` names, not opened yet. With NATS, `on_connection` hears
+/// when its connection goes down or comes back.
+std::shared_ptr<discovery>
+discovery_from(const discovery_settings& s,
+               std::function<void(bool)> on_connection = {});
 
 } // namespace outrider::cluster

@@ -181,8 +181,8 @@ int run_actors(const options& opts, const role_builder& build,
   caf::actor_system sys{cfg};
   std::vector<std::function<void()>> stop_hooks;
   std::vector<std::function<void()>> pre_stop_hooks;
-  role_context ctx{opts,         sys,        parts.health,  parts.control,
-                   parts.status, stop_hooks, pre_stop_hooks};
+  role_env ctx{sys,          parts.health, parts.control,
+               parts.status, stop_hooks,   pre_stop_hooks};
   auto children = build(ctx);
   if (opts.get(opt::debug_hang_on_shutdown))
     children.push_back({"debug-hang", [](caf::actor_system& s) {

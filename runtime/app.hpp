@@ -27,9 +27,10 @@ class process_control {
   std::string reason_; // guarded by mtx_
 };
 
-/// What a role needs to build its actors.
-struct role_context {
-  const options& opts;
+/// The process a role runs in: its actor system, health, status server and
+/// shutdown hooks. Settings are not here: `app/` hands each role its own
+/// typed settings.
+struct role_env {
   caf::actor_system& sys;
   std::shared_ptr<health_state> health;
   std::shared_ptr<process_control> control;
@@ -41,7 +42,7 @@ struct role_context {
 };
 
 /// Returns the children of the root supervisor for one role.
-using role_builder = std::function<std::vector<child_spec>(role_context&)>;
+using role_builder = std::function<std::vector<child_spec>(role_env&)>;
 
 /// Runs the process: status server first, then the actor system and the
 /// root supervisor with the role's children, until SIGTERM/SIGINT, an exit

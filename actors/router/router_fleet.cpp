@@ -8,24 +8,22 @@
 
 #include "cluster/discovery_from.hpp"
 #include "cluster/nats_bookings.hpp"
-#include "runtime/option_keys.hpp"
 
 namespace outrider::router {
 
-namespace opt = runtime::opt;
-
 std::shared_ptr<cluster::nats_kv_plane>
-event_plane_from(runtime::role_context& ctx) {
-  if (ctx.opts.get(opt::event_plane) != "nats")
+event_plane_from(runtime::role_env& ctx, const router_settings& s) {
+  if (!s.nats_event_plane)
     return nullptr;
   std::weak_ptr<runtime::health_state> health = ctx.health;
-  auto plane = std::make_shared<cluster::nats_kv_plane>(
-    cluster::nats_config_from(ctx.opts, [health](bool up) {
-      if (auto h = health.lock())
-        h->set_component("event_plane",
-                         up ? "connected"
-                            : "disconnected: resynchronising on reconnect");
-    }));
+  auto nats = s.discovery.nats;
+  nats.on_connection = [health](bool up) {
+    if (auto h = health.lock())
+      h->set_component("event_plane",
+                       up ? "connected"
+                          : "disconnected: resynchronising on reconnect");
+  };
+  auto plane = std::make_shared<cluster::nats_kv_plane>(std::move(nats));
   if (auto err = plane->open()) {
     ctx.control->request_exit(2, "--event-plane nats: " + describe(err));
     return nullptr;
@@ -36,9 +34,9 @@ event_plane_from(runtime::role_context& ctx) {
 }
 
 booking_share
-booking_share_from(runtime::role_context& ctx,
+booking_share_from(runtime::role_env& ctx, const router_settings& s,
                    const runtime::slot_ptr<kv_router_actor>& brain) {
-  if (!ctx.opts.get(opt::share_bookings))
+  if (!s.share_bookings)
     return {};
   booking_share share;
   char host[256] = "router";
@@ -47,8 +45,7 @@ booking_share_from(runtime::role_context& ctx,
   char tag[16];
   std::snprintf(tag, sizeof(tag), "%08x", rd());
   share.router_id = std::string{host} + "-" + tag;
-  share.bus = std::make_shared<cluster::nats_bookings>(
-    cluster::nats_config_from(ctx.opts));
+  share.bus = std::make_shared<cluster::nats_bookings>(s.discovery.nats);
   auto err = share.bus->open();
   if (!err)
     err = share.bus->subscribe([brain](cluster::booking_note n) {
@@ -62,7 +59,7 @@ booking_share_from(runtime::role_context& ctx,
     return {};
   }
   spdlog::info("router: sharing bookings as {} on {}", share.router_id,
-               ctx.opts.get(opt::nats_booking_subject));
+               s.discovery.nats.booking_subject);
   return share;
 }
 

@@ -1,22 +1,29 @@
 #pragma once
 
-#include <string>
+#include <functional>
+#include <memory>
 #include <vector>
 
+#include "actors/router/router_settings.hpp"
 #include "runtime/app.hpp"
 
 namespace outrider::router {
 
-/// Refuses bad combinations of router options before anything starts:
-/// the reason, or empty when they are fine.
-std::string check_router_options(const runtime::options& opts);
+class dispatcher;
 
-/// `--role router`: the router actor, the discovery and event-plane watcher,
-/// the dispatcher and both frontends (HTTP, gRPC).
-std::vector<runtime::child_spec> router_children(runtime::role_context& ctx);
+/// The router role, started: the children for the root supervisor (the
+/// router actor), and its dispatcher for an in-process workload (the
+/// demo of `--role all`).
+struct router_role {
+  std::vector<runtime::child_spec> children;
+  /// The dispatcher while the role runs; null once it has stopped.
+  std::function<dispatcher*()> dispatch;
+  std::shared_ptr<void> keep_alive; // the role's parts
+};
 
-/// `--role all`: simulated engines and their sidecars as child processes,
-/// the router in this process, and optionally a demo workload.
-std::vector<runtime::child_spec> all_children(runtime::role_context& ctx);
+/// `--role router` (and the router of `--role all`): discovery, the router
+/// actor, the watcher of the workers' event planes, the dispatcher and both
+/// frontends (HTTP, gRPC). Shuts down through the environment's hooks.
+router_role start_router_role(runtime::role_env& env, const router_settings& s);
 
 } // namespace outrider::router

@@ -30,7 +30,7 @@ void ask_router(caf::actor_system& sys,
 
 } // namespace
 
-void add_index_route(runtime::role_context& ctx,
+void add_index_route(runtime::role_env& ctx,
                      runtime::slot_ptr<kv_router_actor> brain) {
   auto* sys = &ctx.sys;
   ctx.status.add_async_route(
@@ -51,7 +51,7 @@ void add_index_route(runtime::role_context& ctx,
     });
 }
 
-void add_status_page(runtime::role_context& ctx,
+void add_status_page(runtime::role_env& ctx,
                      runtime::slot_ptr<kv_router_actor> brain,
                      std::function<nlohmann::json()> requests) {
   auto* sys = &ctx.sys;

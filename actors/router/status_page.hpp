@@ -18,13 +18,13 @@ namespace outrider::router {
 /// decode blocks, requests placed; hit rate, TTFT and ITL over the last
 /// minute, overall and per worker; the last routing decisions.
 /// `requests` adds the dispatcher's view ("last_minute", "in_flight").
-void add_status_page(runtime::role_context& ctx,
+void add_status_page(runtime::role_env& ctx,
                      runtime::slot_ptr<kv_router_actor> brain,
                      std::function<nlohmann::json()> requests);
 
 /// GET /debug/index on the status server: the router's index per worker
 /// and rank (tests compare routers with each other and with the engines).
-void add_index_route(runtime::role_context& ctx,
+void add_index_route(runtime::role_env& ctx,
                      runtime::slot_ptr<kv_router_actor> brain);
 
 /// The page itself (a constant).

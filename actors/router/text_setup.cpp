@@ -6,19 +6,15 @@
 
 #include <spdlog/spdlog.h>
 
-#include "runtime/options.hpp"
-
 namespace outrider::router {
-
-namespace opt = runtime::opt;
 
 namespace {
 
 // The chat template: --chat-template's file (exit 2 when it cannot be
 // used), else the tokenizer's own (a warning when it cannot: completions
 // still work, chat requests get 400 saying why).
-bool load_chat_template(runtime::role_context& ctx, frontend_config& fc) {
-  const auto& file = ctx.opts.get(opt::chat_template);
+bool load_chat_template(runtime::role_env& ctx, const std::string& file,
+                        frontend_config& fc) {
   std::string source = fc.tokenizer->chat_template(), why;
   if (!file.empty()) {
     std::ifstream in{file};
@@ -59,10 +55,9 @@ std::shared_ptr<const text::tokenizer> process_tokenizer(const std::string& dir,
   return t;
 }
 
-bool load_text(runtime::role_context& ctx, frontend_config& fc) {
-  const auto& o = ctx.opts;
-  fc.tokenizer_threads = static_cast<size_t>(o.get(opt::tokenizer_threads));
-  const auto& dir = o.get(opt::tokenizer);
+bool load_text(runtime::role_env& ctx, const router_settings& s,
+               frontend_config& fc) {
+  const auto& dir = s.tokenizer_dir;
   if (dir.empty())
     return true;
   std::string why;
@@ -73,7 +68,7 @@ bool load_text(runtime::role_context& ctx, frontend_config& fc) {
   }
   spdlog::info("router: tokenizer from {} ({} tokens)", dir,
                fc.tokenizer->vocab_size());
-  return load_chat_template(ctx, fc);
+  return load_chat_template(ctx, s.chat_template_file, fc);
 }
 
 } // namespace outrider::router

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "actors/router/http_frontend.hpp"
+#include "actors/router/router_settings.hpp"
 #include "runtime/app.hpp"
 
 namespace outrider::router {
@@ -16,8 +17,9 @@ namespace outrider::router {
 std::shared_ptr<const text::tokenizer> process_tokenizer(const std::string& dir,
                                                          std::string* why);
 
-/// Fills `fc`'s tokenizer, chat template and tokenizer threads from the
-/// options; false (the process asked to exit 2) when they cannot be used.
-bool load_text(runtime::role_context& ctx, frontend_config& fc);
+/// Fills `fc`'s tokenizer and chat template from `s`; false (the process asked
+/// to exit 2) when they cannot be used.
+bool load_text(runtime::role_env& ctx, const router_settings& s,
+               frontend_config& fc);
 
 } // namespace outrider::router

@@ -1,6 +1,5 @@
 #include "actors/sidecar/sidecar_role.hpp"
 
-#include <unistd.h>
 #include <zmq.hpp>
 
 #include <spdlog/spdlog.h>
@@ -18,45 +17,15 @@
 
 namespace outrider::sidecar {
 
-namespace opt = runtime::opt;
-
 namespace {
-
-std::string default_worker_id(const runtime::options& opts) {
-  char host[256] = "host";
-  gethostname(host, sizeof(host) - 1);
-  const auto& ep = opts.get(opt::engine_endpoint);
-  auto port = ep.substr(ep.rfind(':') + 1);
-  std::string id = std::string{host} + "-" + port;
-  for (auto& c : id)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' &&
-        c != '.')
-      c = '_';
-  return id;
-}
-
-// The relay's host as routers are told it: --relay-advertise-host, else
-// --relay-host unless that is a wildcard (then this host's name).
-std::string advertised_host(const runtime::options& o) {
-  const auto& set = o.get(opt::relay_advertise_host);
-  if (!set.empty())
-    return set;
-  const auto& host = o.get(opt::relay_host);
-  if (host != "0.0.0.0" && host != "::" && host != "[::]")
-    return host;
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0')
-    return "127.0.0.1";
-  return name;
-}
 
 // The sidecar keeps serving its engine while NATS is away (and says so in
 // /health); the registrar puts the record again once it is back.
 std::shared_ptr<cluster::discovery>
-discovery_from(const runtime::options& o,
+discovery_from(const sidecar_settings& s,
                const std::shared_ptr<runtime::health_state>& health) {
   std::weak_ptr<runtime::health_state> weak = health;
-  return cluster::discovery_from(o, o.get(opt::discovery_dir), [weak](bool up) {
+  return cluster::discovery_from(s.discovery, [weak](bool up) {
     if (auto h = weak.lock())
       h->set_component("discovery",
                        up ? "connected" : "disconnected: reconnecting");
@@ -74,21 +43,18 @@ struct sidecar_slots {
     std::make_shared<runtime::actor_slot<lifecycle_actor>>();
 };
 
-lifecycle_config lifecycle_config_from(runtime::role_context& ctx,
+lifecycle_config lifecycle_config_from(runtime::role_env& ctx,
+                                       const sidecar_settings& s,
                                        const sidecar_slots& slots) {
-  const auto& o = ctx.opts;
   lifecycle_config cfg;
-  cfg.engine_endpoint = o.get(opt::engine_endpoint);
-  cfg.engine_protocol = o.get(opt::engine_protocol);
-  cfg.startup_deadline = o.get(opt::engine_startup_deadline);
-  cfg.worker_id = o.get(opt::worker_id).empty() ? default_worker_id(o)
-                                                : o.get(opt::worker_id);
-  cfg.relay_endpoint =
-    advertised_host(o) + ":" + std::to_string(o.get(opt::relay_port));
-  cfg.shutdown_engine_on_gap = o.get(opt::on_kv_gap) == "shutdown-engine";
-  cfg.kv_max_message_bytes = o.get(opt::kv_max_message_bytes);
-  cfg.kv_max_batch_events =
-    static_cast<size_t>(o.get(opt::kv_max_batch_events));
+  cfg.engine_endpoint = s.engine_endpoint;
+  cfg.engine_protocol = s.engine_protocol;
+  cfg.startup_deadline = s.engine_startup_deadline;
+  cfg.worker_id = s.worker_id;
+  cfg.relay_endpoint = s.advertise_host + ":" + std::to_string(s.relay_port);
+  cfg.shutdown_engine_on_gap = s.shutdown_engine_on_gap;
+  cfg.kv_max_message_bytes = s.kv_max_message_bytes;
+  cfg.kv_max_batch_events = s.kv_max_batch_events;
   cfg.health = ctx.health;
   cfg.zmq = std::make_shared<zmq::context_t>(1);
   cfg.indexer = slots.indexer;
@@ -102,21 +68,19 @@ lifecycle_config lifecycle_config_from(runtime::role_context& ctx,
 
 // The relay is no actor: it starts now and stops after the actors.
 // With --relay-port 0 the relay takes a free port, and that one is advertised.
-void start_relay(runtime::role_context& ctx, lifecycle_config& cfg,
-                 std::shared_ptr<event_hub> hub, const sidecar_slots& slots) {
+void start_relay(runtime::role_env& ctx, const sidecar_settings& s,
+                 lifecycle_config& cfg, std::shared_ptr<event_hub> hub,
+                 const sidecar_slots& slots) {
   relay_config rcfg;
-  rcfg.listen = ctx.opts.get(opt::relay_host) + ":" +
-                std::to_string(ctx.opts.get(opt::relay_port));
+  rcfg.listen = s.relay_host + ":" + std::to_string(s.relay_port);
   rcfg.engine_endpoint = cfg.engine_endpoint;
   rcfg.engine_protocol = cfg.engine_protocol;
   rcfg.hub = std::move(hub);
   rcfg.health = ctx.health;
   rcfg.sys = &ctx.sys;
   rcfg.indexer = slots.indexer;
-  rcfg.max_streams = static_cast<size_t>(ctx.opts.get(opt::relay_max_streams));
-  auto tls =
-    cluster::tls_from({ctx.opts.get(opt::tls_cert), ctx.opts.get(opt::tls_key),
-                       ctx.opts.get(opt::tls_ca)});
+  rcfg.max_streams = s.relay_max_streams;
+  auto tls = cluster::tls_from(s.tls);
   if (!tls) {
     ctx.control->request_exit(2, describe(tls.error()));
     return;
@@ -125,25 +89,26 @@ void start_relay(runtime::role_context& ctx, lifecycle_config& cfg,
   auto server = std::make_shared<relay>(rcfg);
   if (auto err = server->start())
     ctx.control->request_exit(1, describe(err));
-  else if (ctx.opts.get(opt::relay_port) == 0)
+  else if (s.relay_port == 0)
     cfg.relay_endpoint =
-      advertised_host(ctx.opts) + ":" + std::to_string(server->port());
+      s.advertise_host + ":" + std::to_string(server->port());
   ctx.stop_hooks.push_back([server] { server->stop(); });
 }
 
 // --event-plane nats: every batch the hub hands out is published too.
-void start_kv_publisher(runtime::role_context& ctx,
+void start_kv_publisher(runtime::role_env& ctx, const sidecar_settings& s,
                         std::shared_ptr<event_hub> hub,
                         const std::string& worker_id) {
-  if (ctx.opts.get(opt::event_plane) != "nats")
+  if (!s.nats_event_plane)
     return;
   std::weak_ptr<runtime::health_state> weak = ctx.health;
-  auto plane = std::make_shared<cluster::nats_kv_plane>(
-    cluster::nats_config_from(ctx.opts, [weak](bool up) {
-      if (auto h = weak.lock())
-        h->set_component("event_plane",
-                         up ? "connected" : "disconnected: reconnecting");
-    }));
+  auto nats = s.discovery.nats;
+  nats.on_connection = [weak](bool up) {
+    if (auto h = weak.lock())
+      h->set_component("event_plane",
+                       up ? "connected" : "disconnected: reconnecting");
+  };
+  auto plane = std::make_shared<cluster::nats_kv_plane>(std::move(nats));
   if (auto err = plane->open()) {
     ctx.control->request_exit(2, "--event-plane nats: " + describe(err));
     return;
@@ -160,7 +125,7 @@ void start_kv_publisher(runtime::role_context& ctx,
 
 // GET /debug/index: the index as JSON (tests compare it with the engine's),
 // asked of the indexer without waiting.
-void add_index_route(runtime::role_context& ctx,
+void add_index_route(runtime::role_env& ctx,
                      runtime::slot_ptr<indexer::indexer_actor> indexer) {
   auto* sys = &ctx.sys;
   ctx.status.add_async_route(
@@ -195,9 +160,9 @@ void add_index_route(runtime::role_context& ctx,
 
 } // namespace
 
-std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
-  const auto& o = ctx.opts;
-  auto disc = discovery_from(o, ctx.health);
+std::vector<runtime::child_spec> sidecar_children(runtime::role_env& ctx,
+                                                  const sidecar_settings& s) {
+  auto disc = discovery_from(s, ctx.health);
   if (auto err = disc->open()) {
     ctx.control->request_exit(1, describe(err));
     return {};
@@ -205,18 +170,18 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx) {
   sidecar_slots slots;
   auto hub = std::make_shared<event_hub>();
   indexer::indexer_config icfg;
-  icfg.data_dir = o.get(opt::data_dir);
+  icfg.data_dir = s.data_dir;
   icfg.listener = hub;
-  auto cfg = lifecycle_config_from(ctx, slots);
-  start_relay(ctx, cfg, hub, slots);
-  start_kv_publisher(ctx, hub, cfg.worker_id);
+  auto cfg = lifecycle_config_from(ctx, s, slots);
+  start_relay(ctx, s, cfg, hub, slots);
+  start_kv_publisher(ctx, s, hub, cfg.worker_id);
   // SIGTERM: the lifecycle withdraws the record before anything stops.
   ctx.pre_stop_hooks.push_back([lifecycle = slots.lifecycle] {
     if (auto l = lifecycle->get())
       caf::anon_send(l, stopping_atom::value);
   });
   add_index_route(ctx, slots.indexer);
-  auto ttl = o.get(opt::discovery_ttl);
+  auto ttl = s.discovery.ttl;
   return {
     runtime::supervised("indexer", slots.indexer,
                         [icfg](caf::actor_system& sys) {

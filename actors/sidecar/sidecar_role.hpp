@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "actors/sidecar/sidecar_settings.hpp"
 #include "runtime/app.hpp"
 
 namespace outrider::sidecar {
@@ -9,6 +10,7 @@ namespace outrider::sidecar {
 /// `--role sidecar`: the indexer, the registrar and the lifecycle under the
 /// root supervisor, the relay beside them, `/debug/index` on the status
 /// server.
-std::vector<runtime::child_spec> sidecar_children(runtime::role_context& ctx);
+std::vector<runtime::child_spec> sidecar_children(runtime::role_env& ctx,
+                                                  const sidecar_settings& s);
 
 } // namespace outrider::sidecar

@@ -1,0 +1,44 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "actors/router/disagg_policy.hpp"
+#include "actors/router/http_frontend.hpp"
+#include "actors/router/placement.hpp"
+#include "cluster/discovery_from.hpp"
+#include "cluster/tls.hpp"
+
+namespace outrider::router {
+
+/// Everything the router role is told, typed. `app/` fills it from the
+/// options once and validates it there (exit 2 before anything listens);
+/// the defaults are the option table's (`outrider --help`).
+struct router_settings {
+  router_config placement;  // --router-mode, --kv-*, --router-queue-*, ...
+  frontend_config frontend; // --http-* limits, --tokenizer-threads, ...
+  std::string http_host;
+  uint16_t http_port = 0;
+  bool http_tls = false;
+  int grpc_port = 0; // 0: no gRPC frontend
+  size_t grpc_max_streams = 0;
+  std::string tokenizer_dir;      // --tokenizer; empty: token ids only
+  std::string chat_template_file; // --chat-template; empty: the tokenizer's
+  int migration_limit = 0;
+  std::optional<disagg_config> disagg; // --router-conditional-disagg
+  bool direct_dispatch = false;        // --dispatch direct
+  std::chrono::milliseconds request_timeout{0};
+  std::chrono::milliseconds shutdown_timeout{0};
+  cluster::tls_files tls;
+  std::string tls_server_name;
+  cluster::discovery_settings discovery;
+  bool nats_event_plane = false; // --event-plane nats
+  bool share_bookings = false;   // --share-bookings (over NATS)
+  /// Ready only once this many workers can be placed on (`--role all`,
+  /// whose engines are its own); 0: when the frontends listen.
+  size_t ready_workers = 0;
+};
+
+} // namespace outrider::router

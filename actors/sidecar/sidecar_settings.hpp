@@ -1,0 +1,33 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "cluster/discovery_from.hpp"
+#include "cluster/tls.hpp"
+
+namespace outrider::sidecar {
+
+/// Everything the sidecar role is told, typed. `app/` fills it from the
+/// options once; the defaults are the option table's (`outrider --help`).
+struct sidecar_settings {
+  std::string engine_endpoint;
+  std::string engine_protocol; // auto, openengine, vllm, sglang
+  std::chrono::milliseconds engine_startup_deadline{0};
+  std::string worker_id;      // as registered (app/ derives a default)
+  std::string relay_host;     // where the relay listens
+  int relay_port = 0;         // 0: a free port, advertised
+  std::string advertise_host; // the relay's host as routers are told it
+  size_t relay_max_streams = 0;
+  bool shutdown_engine_on_gap = false; // --on-kv-gap shutdown-engine
+  int64_t kv_max_message_bytes = 0;
+  size_t kv_max_batch_events = 0;
+  std::string data_dir; // the KV index's RocksDB
+  cluster::tls_files tls;
+  cluster::discovery_settings discovery;
+  bool nats_event_plane = false; // --event-plane nats
+};
+
+} // namespace outrider::sidecar

@@ -1,0 +1,23 @@
+#pragma once
+
+// The one place options become settings: every role's settings are read
+// from the parsed options here, once, and checked before anything listens.
+
+#include <string>
+
+#include "actors/router/router_settings.hpp"
+#include "actors/sidecar/sidecar_settings.hpp"
+#include "runtime/options.hpp"
+
+namespace outrider::app {
+
+cluster::discovery_settings discovery_settings_from(const runtime::options& o);
+
+/// The router's settings; `*why` (and nullopt) when they cannot be used
+/// together (exit 2).
+std::optional<router::router_settings>
+router_settings_from(const runtime::options& o, std::string* why);
+
+sidecar::sidecar_settings sidecar_settings_from(const runtime::options& o);
+
+} // namespace outrider::app
