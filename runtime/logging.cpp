@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -26,13 +27,16 @@ class json_formatter final : public spdlog::formatter {
                   tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
                   tm.tm_min, tm.tm_sec, static_cast<int>(ms.count()));
     auto level = spdlog::level::to_string_view(msg.level);
-    std::string line =
-      std::string{"{\"ts\":\""} + ts + "\",\"level\":\"" +
-      std::string(level.data(), level.size()) +
-      "\",\"thread\":" + std::to_string(msg.thread_id) + ",\"msg\":\"" +
-      json_escape(std::string(msg.payload.data(), msg.payload.size())) +
-      "\"}\n";
-    dest.append(line.data(), line.data() + line.size());
+    nlohmann::ordered_json line{
+      {"ts", ts},
+      {"level", std::string(level.data(), level.size())},
+      {"thread", msg.thread_id},
+      {"msg", std::string(msg.payload.data(), msg.payload.size())}};
+    // Invalid UTF-8 in a message becomes U+FFFD rather than an exception.
+    auto text = line.dump(-1, ' ', false,
+                          nlohmann::ordered_json::error_handler_t::replace) +
+                "\n";
+    dest.append(text.data(), text.data() + text.size());
   }
 
   std::unique_ptr<spdlog::formatter> clone() const override {
@@ -41,39 +45,6 @@ class json_formatter final : public spdlog::formatter {
 };
 
 } // namespace
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) {
-    switch (c) {
-    case '"':
-      out += "\\\"";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '\r':
-      out += "\\r";
-      break;
-    case '\t':
-      out += "\\t";
-      break;
-    default:
-      if (c < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-        out += buf;
-      } else {
-        out += static_cast<char>(c);
-      }
-    }
-  }
-  return out;
-}
 
 void setup_logging(const std::string& level, const std::string& format) {
   auto logger = spdlog::stderr_logger_mt("outrider");

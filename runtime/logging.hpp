@@ -8,7 +8,4 @@ namespace outrider::runtime {
 /// Both arguments were validated by option parsing.
 void setup_logging(const std::string& level, const std::string& format);
 
-/// Escapes `s` for use inside a JSON string.
-std::string json_escape(const std::string& s);
-
 } // namespace outrider::runtime

@@ -238,9 +238,6 @@ indexer_actor::behavior_type behavior(self_ptr self) {
       tell_cleared(self, rank);
       publish_gauges(self);
     },
-    [=](blocks_atom) {
-      return static_cast<uint64_t>(self->state.index.total_blocks());
-    },
     [=](subscribe_atom, const snapshot_callback& cb) {
       cb(snapshot_of(self->state));
       return true;

@@ -36,7 +36,6 @@ using resync_atom = caf::atom_constant<caf::atom("resync")>;
 using instance_atom = caf::atom_constant<caf::atom("instance")>;
 using next_seq_atom = caf::atom_constant<caf::atom("nextseq")>;
 using reset_rank_atom = caf::atom_constant<caf::atom("resetrank")>;
-using blocks_atom = caf::atom_constant<caf::atom("blocks")>;
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
 
@@ -62,7 +61,6 @@ using indexer_actor = caf::typed_actor<
   caf::replies_to<instance_atom, std::string>::with<bool>,
   caf::replies_to<next_seq_atom, int32_t>::with<uint64_t>,
   caf::reacts_to<reset_rank_atom, int32_t, uint64_t>,
-  caf::replies_to<blocks_atom>::with<uint64_t>,
   caf::replies_to<snapshot_atom>::with<std::string>,
   caf::replies_to<subscribe_atom, snapshot_callback>::with<bool>>;
 

@@ -86,7 +86,6 @@ registrar_actor::behavior_type registrar(self_ptr self,
       }
       self->delayed_send(self, st.ttl / 3, keepalive_atom::value, gen);
     },
-    [=](registered_atom) { return self->state.registered; },
   };
 }
 
