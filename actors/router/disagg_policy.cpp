@@ -85,4 +85,30 @@ const char* to_string(disagg_decision d) {
                                              : "remote_prefill";
 }
 
+prefill_plan plan_prefill(const disagg_config& cfg, const prefill_facts& f,
+                          std::optional<double> queue_threshold) {
+  if (!f.prefill_placed)
+    return prefill_plan::no_pool;
+  if (f.prefill_bootstrap != f.decode_sglang)
+    return prefill_plan::incompatible;
+  if (f.decode_sglang)
+    return prefill_plan::bootstrap;
+  return decide(cfg, f.load, queue_threshold) == disagg_decision::local_prefill
+           ? prefill_plan::local
+           : prefill_plan::remote;
+}
+
+const char* to_string(prefill_plan p) {
+  switch (p) {
+  case prefill_plan::no_pool:
+    return "no_prefill_pool";
+  case prefill_plan::incompatible:
+    return "incompatible_prefill";
+  case prefill_plan::local:
+    return "local_prefill";
+  default:
+    return "remote_prefill";
+  }
+}
+
 } // namespace outrider::router

@@ -50,4 +50,31 @@ disagg_decision decide(const disagg_config& cfg, const disagg_inputs& in,
 
 const char* to_string(disagg_decision d);
 
+/// What the prefill leg of a disaggregated request does, once a decode
+/// worker was chosen and a prefill worker asked for.
+enum class prefill_plan {
+  no_pool,      // no prefill worker could be placed on: decode prefills
+  incompatible, // a bootstrap room for a non-SGLang decode engine, or an
+                // OpenEngine session for an SGLang one: decode prefills
+  local,        // the policy says the decode worker prefills it itself
+  remote,       // prefill there, hand the KV session to the decode worker
+  bootstrap,    // SGLang: both legs at once, meeting in a bootstrap room
+};
+
+struct prefill_facts {
+  bool prefill_placed = false;    // a prefill worker was placed on
+  bool prefill_bootstrap = false; // it has a bootstrap server (SGLang)
+  bool decode_sglang = false;     // the decode worker is an SGLang decode
+                                  // engine (it cannot prefill: always a room)
+  disagg_inputs load;             // for the policy
+};
+
+/// The plan; the policy is consulted only where the decode worker could
+/// prefill itself.
+prefill_plan plan_prefill(const disagg_config& cfg, const prefill_facts& f,
+                          std::optional<double> queue_threshold);
+
+/// The outcome label of `outrider_router_disagg_decisions_total`.
+const char* to_string(prefill_plan p);
+
 } // namespace outrider::router

@@ -63,3 +63,27 @@ TEST_CASE("the disaggregation config is validated") {
   CHECK(defaults->eff_isl_threshold == 2048);
   CHECK(defaults->eff_isl_ratio_threshold == 0.7);
 }
+
+TEST_CASE("plan_prefill: no pool, incompatible legs, bootstrap rooms, then "
+          "the policy") {
+  disagg_config cfg; // isl_bounding, 2048 tokens, ratio 0.7
+  prefill_facts f;
+  f.load = {50000, 0, 0, 0}; // long and cold: the policy says remote
+  CHECK(plan_prefill(cfg, f, std::nullopt) == prefill_plan::no_pool);
+  f.prefill_placed = true;
+  CHECK(plan_prefill(cfg, f, std::nullopt) == prefill_plan::remote);
+  f.load = {1000, 500, 0, 0}; // short and half cached: local
+  CHECK(plan_prefill(cfg, f, std::nullopt) == prefill_plan::local);
+  // An SGLang prefill worker's room for an engine that takes sessions, and
+  // the other way round: the decode worker prefills itself.
+  f.prefill_bootstrap = true;
+  CHECK(plan_prefill(cfg, f, std::nullopt) == prefill_plan::incompatible);
+  f.prefill_bootstrap = false;
+  f.decode_sglang = true;
+  CHECK(plan_prefill(cfg, f, std::nullopt) == prefill_plan::incompatible);
+  // An SGLang decode engine cannot prefill: a room, whatever the policy.
+  f.prefill_bootstrap = true;
+  CHECK(plan_prefill(cfg, f, std::nullopt) == prefill_plan::bootstrap);
+  CHECK(std::string{to_string(prefill_plan::no_pool)} == "no_prefill_pool");
+  CHECK(std::string{to_string(prefill_plan::local)} == "local_prefill");
+}

@@ -1,14 +1,15 @@
-// The dispatcher's side of the migration loop: placement through the
-// router actor, engine streams on gRPC's callback API (cluster/engine), the
-// remote prefill of conditional disaggregation, metrics. Nothing here
+// The migration loop's seams for one request: placement through the
+// dispatch queue, engine streams on gRPC's callback API (cluster/engine),
+// the prefill leg of conditional disaggregation, metrics. Nothing here
 // blocks a thread: every step ends in a callback.
+#include "actors/router/dispatch_attempts.hpp"
+
 #include <unistd.h>
 
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/router/decision_log.hpp"
-#include "actors/router/dispatcher.hpp"
 #include "actors/router/request_identity.hpp"
 #include "cluster/engine/engine_adapter.hpp"
 #include "cluster/engine/engine_call.hpp"
@@ -36,18 +37,15 @@ attempt_result outcome(const grpc::Status& st, bool cancelled) {
           st.error_message()};
 }
 
-} // namespace
-
-class dispatcher::attempts final
-  : public attempt_seams,
-    public std::enable_shared_from_this<attempts> {
+class attempts final : public attempt_seams,
+                       public std::enable_shared_from_this<attempts> {
  public:
-  attempts(dispatcher& d, const generate_params& p)
+  attempts(dispatch_parts& d, const generate_params& p)
     : d_(d), temperature_(p.temperature), lora_(p.lora),
       cache_salt_(p.cache_salt), preprocess_(p.preprocess),
-      deadline_(std::chrono::system_clock::now() + d.request_timeout_) {}
+      deadline_(std::chrono::system_clock::now() + d.cfg.request_timeout) {}
 
-  bool may_migrate() const override { return !d_.shutting_down_.load(); }
+  bool may_migrate() const override { return !d_.shutting_down.load(); }
 
   void place(const std::shared_ptr<route_request>& req,
              std::function<void(route_decision)> done) override {
@@ -55,20 +53,21 @@ class dispatcher::attempts final
     // With disaggregation the request is decoded on a decode worker (any
     // decoding worker when there is no decode pool).
     req->role =
-      d_.disagg_ ? std::optional{engine::worker_role::decode} : std::nullopt;
+      d_.cfg.disagg ? std::optional{engine::worker_role::decode} : std::nullopt;
     req->identity.lora = lora_;
     req->identity.cache_salt = cache_salt_;
     auto self = shared_from_this();
-    placed_fn finish = [self, tp, done = std::move(done)](route_decision d) {
-      // Tokenizing counts once, with the first placement.
-      auto pre = std::exchange(self->preprocess_, {});
-      self->d_.stats_.overhead->observe(seconds(clock_type::now() - tp + pre));
-      done(std::move(d));
-    };
-    d_.place(req, true, [self, req, finish](route_decision d) {
-      if (!d.ok && !d.busy && self->d_.disagg_ && req->role) {
+    dispatch_queue::placed_fn finish =
+      [self, tp, done = std::move(done)](route_decision d) {
+        // Tokenizing counts once, with the first placement.
+        auto pre = std::exchange(self->preprocess_, {});
+        self->d_.stats.overhead->observe(seconds(clock_type::now() - tp + pre));
+        done(std::move(d));
+      };
+    d_.queue.place(req, true, [self, req, finish](route_decision d) {
+      if (!d.ok && !d.busy && self->d_.cfg.disagg && req->role) {
         req->role.reset();
-        return self->d_.place(req, true, finish);
+        return self->d_.queue.place(req, true, finish);
       }
       finish(std::move(d));
     });
@@ -79,27 +78,29 @@ class dispatcher::attempts final
               const token_sink& on_tokens,
               std::function<void(attempt_result)> done) override {
     auto greq = request(tokens, max_tokens);
-    if (!d_.disagg_ || !out.tokens.empty() || d.worker_id.empty())
+    if (!d_.cfg.disagg || !out.tokens.empty() || d.worker_id.empty())
       return launch(d, std::move(greq), attempt, out, on_tokens,
                     std::move(done));
     auto self = shared_from_this();
     kv::prompt_identity id{lora_, cache_salt_, {}};
-    d_.maybe_remote_prefill(
-      tokens, id, d,
-      [self, d, greq, attempt, &out, &on_tokens,
-       done](std::optional<std::string> session) mutable {
-        if (session)
-          greq.mutable_kv()->mutable_session()->ParseFromString(*session);
-        self->launch(d, std::move(greq), attempt, out, on_tokens,
-                     std::move(done));
-      });
+    d_.prefill.run(tokens, id, d,
+                   [self, d, greq, attempt, &out, &on_tokens,
+                    done](std::optional<std::string> session) mutable {
+                     if (session)
+                       greq.mutable_kv()->mutable_session()->ParseFromString(
+                         *session);
+                     self->launch(d, std::move(greq), attempt, out, on_tokens,
+                                  std::move(done));
+                   });
   }
 
-  void release(const route_decision& d) override { d_.unbook(d.key, true); }
+  void release(const route_decision& d) override {
+    d_.queue.unbook(d.key, true);
+  }
 
   void migrating(const route_decision& d,
                  const generate_outcome& out) override {
-    d_.stats_.migrations->inc();
+    d_.stats.migrations->inc();
     spdlog::warn("router: stream on {} broke after {} tokens; migrating",
                  d.worker_id, out.tokens.size());
   }
@@ -116,7 +117,7 @@ class dispatcher::attempts final
     oe::GenerateRequest greq;
     // An id of our own, to abort the request on the engine in direct mode.
     greq.set_request_id("router-" + std::to_string(::getpid()) + "-" +
-                        std::to_string(d_.next_id_.fetch_add(1)));
+                        std::to_string(d_.next_id.fetch_add(1)));
     greq.mutable_token_ids()->mutable_ids()->Add(tokens.begin(), tokens.end());
     greq.mutable_stopping()->set_max_tokens(max_tokens);
     if (temperature_)
@@ -134,15 +135,15 @@ class dispatcher::attempts final
     auto now = clock_type::now();
     if (out.tokens.empty()) {
       first_token_ = now;
-      d_.stats_.ttft->observe(seconds(now - t0_));
+      d_.stats.ttft->observe(seconds(now - t0_));
     } else
-      d_.stats_.itl->observe(seconds(now - last_token_));
+      d_.stats.itl->observe(seconds(now - last_token_));
     last_token_ = now;
     out.tokens.insert(out.tokens.end(), chunk.begin(), chunk.end());
     return on_tokens(chunk);
   }
 
-  dispatcher& d_;
+  dispatch_parts& d_;
   std::optional<double> temperature_;
   std::string lora_;
   std::string cache_salt_;
@@ -155,7 +156,7 @@ class dispatcher::attempts final
 
 // One engine call of one attempt: owns its gRPC context, is told of each
 // response one at a time, and deletes itself when the call is done.
-class dispatcher::attempts::call final : public engine::generate_sink {
+class attempts::call final : public engine::generate_sink {
  public:
   call(std::shared_ptr<attempts> owner, route_decision d,
        oe::GenerateRequest req, int attempt, generate_outcome& out,
@@ -165,14 +166,15 @@ class dispatcher::attempts::call final : public engine::generate_sink {
       done_(std::move(done)) {}
 
   void start() {
-    if (!disp_.track(&ctx_))
+    if (!disp_.calls.track(&ctx_))
       return end({attempt_end::cancelled, {}});
     ctx_.set_deadline(owner_->deadline_);
     // Through the worker's relay (OpenEngine), or straight to its engine
     // in whatever dialect the engine speaks.
-    auto endpoint = disp_.direct_ ? d_.engine_endpoint : d_.endpoint;
-    auto dialect = disp_.direct_ ? engine::dialect_of(d_.protocol)
-                                 : engine::dialect::openengine;
+    bool direct = disp_.cfg.direct;
+    auto endpoint = direct ? d_.engine_endpoint : d_.endpoint;
+    auto dialect =
+      direct ? engine::dialect_of(d_.protocol) : engine::dialect::openengine;
     std::vector<std::pair<std::string, std::string>> metadata{
       {"openengine-target-dp-rank", std::to_string(d_.rank)}};
     // A prompt mostly cached there goes ahead of the engine's queue
@@ -180,7 +182,7 @@ class dispatcher::attempts::call final : public engine::generate_sink {
     // evicted before admission.
     if (d_.priority != 0)
       metadata.emplace_back("openengine-priority", std::to_string(d_.priority));
-    engine::start_generate(disp_.channel_for(endpoint, !disp_.direct_), dialect,
+    engine::start_generate(disp_.calls.channel_for(endpoint, !direct), dialect,
                            req_, metadata, ctx_, *this);
   }
 
@@ -190,7 +192,7 @@ class dispatcher::attempts::call final : public engine::generate_sink {
     if (resp.has_token()) {
       if (!prefilled_) {
         prefilled_ = true;
-        disp_.unbook(d_.key, false);
+        disp_.queue.unbook(d_.key, false);
       }
       if (!owner_->deliver(resp, out_, on_tokens_)) {
         cancelled_ = true;
@@ -207,14 +209,14 @@ class dispatcher::attempts::call final : public engine::generate_sink {
   }
 
   void on_done(const grpc::Status& st) override {
-    disp_.untrack(&ctx_);
+    disp_.calls.untrack(&ctx_);
     // A cancel of our own: the client went, or the router is shutting
     // down (cancel_all).
     bool cancelled =
       cancelled_ ||
-      (disp_.cut_.load() && st.error_code() == grpc::StatusCode::CANCELLED);
+      (disp_.calls.cut() && st.error_code() == grpc::StatusCode::CANCELLED);
     bool expired = st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-    if ((cancelled || expired) && disp_.direct_)
+    if ((cancelled || expired) && disp_.cfg.direct)
       abort_on_engine();
     if (st.ok() && !cancelled && !out_.tokens.empty())
       remember();
@@ -242,13 +244,13 @@ class dispatcher::attempts::call final : public engine::generate_sink {
     r.cached_tokens = out_.cached_tokens;
     if (attempt_ == 0)
       decision_log::served(d_, out_.cached_tokens);
-    disp_.recent_.record(std::move(r));
+    disp_.recent.record(std::move(r));
   }
 
   // Engines keep generating for a dropped stream: abort it (the relay does
   // this itself in relay mode). A blocking call: off gRPC's threads.
   void abort_on_engine() {
-    disp_.chore([d = d_, id = req_.request_id()] {
+    disp_.calls.chore([d = d_, id = req_.request_id()] {
       auto err =
         engine::make_engine_adapter(d.protocol, d.engine_endpoint)->abort(id);
       if (err)
@@ -257,7 +259,7 @@ class dispatcher::attempts::call final : public engine::generate_sink {
   }
 
   std::shared_ptr<attempts> owner_;
-  dispatcher& disp_;
+  dispatch_parts& disp_;
   route_decision d_;
   oe::GenerateRequest req_;
   int attempt_;
@@ -269,19 +271,20 @@ class dispatcher::attempts::call final : public engine::generate_sink {
   bool prefilled_ = false;
 };
 
-void dispatcher::attempts::launch(const route_decision& d,
-                                  oe::GenerateRequest greq, int attempt,
-                                  generate_outcome& out,
-                                  const token_sink& on_tokens,
-                                  std::function<void(attempt_result)> done) {
+void attempts::launch(const route_decision& d, oe::GenerateRequest greq,
+                      int attempt, generate_outcome& out,
+                      const token_sink& on_tokens,
+                      std::function<void(attempt_result)> done) {
   (new call(shared_from_this(), d, std::move(greq), attempt, out, on_tokens,
             std::move(done)))
     ->start();
 }
 
-std::shared_ptr<attempt_seams>
-dispatcher::make_attempts(const generate_params& p) {
-  return std::make_shared<attempts>(*this, p);
+} // namespace
+
+std::shared_ptr<attempt_seams> make_attempts(dispatch_parts& parts,
+                                             const generate_params& p) {
+  return std::make_shared<attempts>(parts, p);
 }
 
 } // namespace outrider::router

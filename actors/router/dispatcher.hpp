@@ -3,29 +3,22 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
-#include "actors/router/disagg_policy.hpp"
+#include "actors/router/dispatch_attempts.hpp"
+#include "actors/router/dispatch_config.hpp"
+#include "actors/router/dispatch_queue.hpp"
+#include "actors/router/engine_calls.hpp"
 #include "actors/router/kv_router.hpp"
 #include "actors/router/migration.hpp"
+#include "actors/router/prefill_leg.hpp"
 #include "actors/router/recent_window.hpp"
 #include "runtime/actor_slot.hpp"
 #include "runtime/metrics.hpp"
-#include "runtime/worker_pool.hpp"
-
-namespace grpc {
-class Channel;
-class ChannelCredentials;
-class ClientContext;
-} // namespace grpc
 
 namespace outrider::router {
 
@@ -41,13 +34,16 @@ namespace outrider::router {
 /// stream. With conditional disaggregation a request goes to a decode
 /// worker, prefilled first on a prefill worker when the policy says so (the
 /// KV session travels along).
+///
+/// Its parts, each in a file of its own: the `dispatch_queue` (placement
+/// through the router actor), the `engine_calls` (channels, calls in
+/// flight, aborts), the `prefill_leg` (with the pure `plan_prefill`), and
+/// per request the attempts (`dispatch_attempts.cpp`) that the migration
+/// loop drives.
 class dispatcher {
  public:
   dispatcher(caf::actor_system& sys, runtime::slot_ptr<kv_router_actor> router,
-             int migration_limit,
-             std::optional<disagg_config> disagg = std::nullopt,
-             std::optional<double> queue_threshold = std::nullopt,
-             bool direct = false);
+             dispatch_config cfg = {});
   /// Ends what is still in flight (see `cancel_all`).
   ~dispatcher();
   dispatcher(const dispatcher&) = delete;
@@ -62,22 +58,9 @@ class dispatcher {
   generate_outcome generate_blocking(const generate_params& p,
                                      token_sink on_tokens);
 
-  /// Every engine call of a request ends by this long after the request
-  /// began (504 beyond); set before the first request.
-  void set_request_timeout(std::chrono::milliseconds t) {
-    request_timeout_ = t;
-  }
-  /// How calls to the sidecars' relays are secured (--tls-*); engines are
-  /// spoken to in plaintext. Set before the first request.
-  void set_relay_credentials(std::shared_ptr<grpc::ChannelCredentials> c,
-                             std::string tls_server_name = {}) {
-    relay_creds_ = std::move(c);
-    relay_server_name_ = std::move(tls_server_name);
-  }
-
   /// From now on a broken stream is not migrated and nothing waits in the
-  /// queue for a free worker (the router is shutting down).
-  /// Stops queueing: every request waiting in line is answered now.
+  /// queue for a free worker (the router is shutting down): every request
+  /// waiting in line is answered now.
   void begin_shutdown();
   bool shutting_down() const { return shutting_down_.load(); }
   /// Ends every request in flight now: their engine calls are cancelled and
@@ -90,99 +73,16 @@ class dispatcher {
   const recent_window& recent() const { return recent_; }
 
  private:
-  class attempts; // the migration loop's seams, one per request
-  friend class attempts;
-  struct place_job;
-  using placed_fn = std::function<void(route_decision)>;
-  using session_fn = std::function<void(std::optional<std::string>)>;
-
-  // Metric handles, built once.
-  struct stats {
-    runtime::histogram* ttft = nullptr;
-    runtime::histogram* itl = nullptr;
-    runtime::histogram* overhead = nullptr;
-    runtime::counter* migrations = nullptr;
-    runtime::gauge* queue_depth = nullptr;
-    runtime::gauge* in_flight = nullptr;
-    runtime::counter* decode_load_engine = nullptr;
-    runtime::counter* decode_load_books = nullptr;
-    std::map<std::string, runtime::counter*> disagg_outcomes;
-    runtime::counter& disagg(const std::string& outcome) {
-      return *disagg_outcomes.at(outcome);
-    }
-    static stats make();
-  };
-
-  std::shared_ptr<attempt_seams> make_attempts(const generate_params& p);
-  /// One channel per endpoint; `relay`: a sidecar's relay (with the relay
-  /// credentials), else an engine.
-  std::shared_ptr<grpc::Channel> channel_for(const std::string& endpoint,
-                                             bool relay);
-  /// Asks the router actor for a rank; with `queue`, waits (bounded) while
-  /// every worker is busy.
-  void place(std::shared_ptr<const route_request> req, bool queue,
-             placed_fn done);
-  void place_once(caf::event_based_actor* self,
-                  const std::shared_ptr<place_job>& job);
-  void placed(caf::event_based_actor* self,
-              const std::shared_ptr<place_job>& job, uint64_t generation,
-              route_decision d, bool down);
-  /// The waiting line of the job's role; true when it is first.
-  bool join_line(const std::shared_ptr<place_job>& job);
-  void leave_line(const std::shared_ptr<place_job>& job);
-  /// Asks again after `after`, unless a timer is set already.
-  void retry_later(caf::event_based_actor* self,
-                   const std::shared_ptr<place_job>& job,
-                   std::chrono::milliseconds after);
-  /// A booking shrank (the prompt is computed) or went (the request is
-  /// done): tells the router actor and wakes the first of every line.
-  void unbook(uint64_t key, bool finished);
-  /// Conditional disaggregation: prefills remotely when the policy says so
-  /// and hands the serialised KV session for the decode worker `d` to
-  /// `done` (nullopt: the decode worker prefills itself).
-  /// With an SGLang prefill worker (one with a bootstrap server) the
-  /// session is a bootstrap room and `done` runs as soon as the prefill leg
-  /// is sent: SGLang needs both legs at once.
-  void maybe_remote_prefill(const std::vector<uint32_t>& tokens,
-                            const kv::prompt_identity& identity,
-                            const route_decision& d, session_fn done);
-  bool local_prefill_wins(size_t prompt_tokens, const route_decision& d,
-                          const route_decision& p);
-  static int64_t new_bootstrap_room();
-  /// Engine calls in flight, so `cancel_all` reaches them. `track` is
-  /// false (and nothing is tracked) once everything was cancelled.
-  bool track(grpc::ClientContext* ctx);
-  void untrack(grpc::ClientContext* ctx);
-  /// Runs a blocking chore (an abort on an engine) off gRPC's threads.
-  void chore(std::function<void()> fn);
-
-  caf::actor_system& sys_;
-  runtime::slot_ptr<kv_router_actor> router_; // the current incarnation
-  int migration_limit_;
-  std::optional<disagg_config> disagg_;
-  std::optional<double> queue_threshold_;
-  bool direct_ = false; // --dispatch direct: straight to the engines
-  std::shared_ptr<grpc::ChannelCredentials> relay_creds_;
-  std::string relay_server_name_; // --tls-server-name
-  std::chrono::milliseconds request_timeout_{std::chrono::minutes{30}};
-  stats stats_ = stats::make();
+  const dispatch_config cfg_;
+  dispatch_stats stats_ = dispatch_stats::make();
   recent_window recent_;
   std::atomic<uint64_t> next_id_{0};
   std::atomic<bool> shutting_down_{false};
-  std::atomic<bool> cut_{false};
   std::atomic<size_t> active_{0};
-  // The router actor's generation that last placed a request.
-  std::atomic<uint64_t> placed_generation_{0};
-  std::mutex mtx_;
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_; // mtx_
-  std::set<grpc::ClientContext*> calls_;                           // mtx_
-  /// Requests waiting while every worker is busy, by role, first come
-  /// first (mtx_).
-  // One line per role asked for (none: any worker that decodes).
-  std::map<std::optional<engine::worker_role>,
-           std::deque<std::shared_ptr<place_job>>>
-    lines_;
-  std::unique_ptr<runtime::worker_pool> chores_;
+  engine_calls calls_;
+  dispatch_queue queue_;
+  prefill_leg prefill_;
+  dispatch_parts parts_;
 };
 
 } // namespace outrider::router

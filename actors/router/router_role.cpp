@@ -44,14 +44,19 @@ struct router_parts {
   std::thread readiness; // --role all: waits for its own workers
 };
 
-std::unique_ptr<dispatcher> dispatcher_from(runtime::role_env& ctx,
-                                            const router_settings& s,
-                                            const router_parts& parts) {
-  auto d = std::make_unique<dispatcher>(ctx.sys, parts.brain, s.migration_limit,
-                                        s.disagg, parts.config.queue_threshold,
-                                        s.direct_dispatch);
-  d->set_request_timeout(s.request_timeout);
-  return d;
+std::unique_ptr<dispatcher>
+dispatcher_from(runtime::role_env& ctx, const router_settings& s,
+                const router_parts& parts,
+                std::shared_ptr<grpc::ChannelCredentials> relay_creds) {
+  dispatch_config cfg;
+  cfg.migration_limit = s.migration_limit;
+  cfg.disagg = s.disagg;
+  cfg.queue_threshold = parts.config.queue_threshold;
+  cfg.direct = s.direct_dispatch;
+  cfg.request_timeout = s.request_timeout;
+  cfg.relay_credentials = std::move(relay_creds);
+  cfg.relay_server_name = s.tls_server_name;
+  return std::make_unique<dispatcher>(ctx.sys, parts.brain, std::move(cfg));
 }
 
 // Both frontends; true when every one listens.
@@ -158,8 +163,7 @@ std::shared_ptr<router_parts> start_router(runtime::role_env& ctx,
   const auto& server_name = s.tls_server_name;
   parts->watcher = std::make_unique<worker_watcher>(
     parts->disc, parts->brain, relay_creds, parts->plane, server_name);
-  parts->dispatch = dispatcher_from(ctx, s, *parts);
-  parts->dispatch->set_relay_credentials(relay_creds, server_name);
+  parts->dispatch = dispatcher_from(ctx, s, *parts, relay_creds);
   add_status_page(
     ctx, parts->brain, [weak = std::weak_ptr<router_parts>(parts)] {
       auto p = weak.lock();

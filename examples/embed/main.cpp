@@ -57,12 +57,10 @@ int main(int argc, char** argv) {
   int code = 1;
   {
     router::worker_watcher watcher{disc, brain};
-    router::dispatcher dispatch{sys,
-                                brain,
-                                /*migration_limit=*/1,
-                                std::nullopt,
-                                std::nullopt,
-                                /*direct=*/true};
+    router::dispatch_config dc;
+    dc.migration_limit = 1;
+    dc.direct = true; // straight to the engine, no sidecar relay
+    router::dispatcher dispatch{sys, brain, std::move(dc)};
     router::generate_params p;
     for (uint32_t t = 1; t <= 40; ++t)
       p.prompt.push_back(t);

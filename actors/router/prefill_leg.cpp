@@ -2,12 +2,13 @@
 // prompt (max_tokens 1) and hands back a KV session for the decode worker,
 // on gRPC's callback API like every other engine call. With SGLang the
 // router picks a bootstrap room instead and sends both legs at once.
+#include "actors/router/prefill_leg.hpp"
+
 #include <random>
 
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/router/dispatcher.hpp"
 #include "actors/router/request_identity.hpp"
 #include "cluster/engine/engine_call.hpp"
 #include "cluster/engine/sglang_translate.hpp"
@@ -63,37 +64,25 @@ class prefill_call final : public engine::generate_sink {
 
 } // namespace
 
-void dispatcher::maybe_remote_prefill(const std::vector<uint32_t>& tokens,
-                                      const kv::prompt_identity& identity,
-                                      const route_decision& d,
-                                      session_fn done) {
+void prefill_leg::run(const std::vector<uint32_t>& tokens,
+                      const kv::prompt_identity& identity,
+                      const route_decision& d, session_fn done) {
   auto preq = std::make_shared<route_request>();
   preq->tokens = tokens;
   preq->role = engine::worker_role::prefill;
   preq->identity = identity;
-  place(preq, false, [this, preq, d, done](route_decision p) {
+  queue_.place(preq, false, [this, preq, d, done](route_decision p) {
     auto count = [this](const char* outcome) { stats_.disagg(outcome).inc(); };
-    if (!p.ok) {
-      count("no_prefill_pool");
+    auto plan = plan_prefill(*cfg_.disagg, facts(preq->tokens.size(), d, p),
+                             cfg_.queue_threshold);
+    if (plan == prefill_plan::no_pool || plan == prefill_plan::incompatible ||
+        plan == prefill_plan::local) {
+      if (p.ok)
+        queue_.unbook(p.key, true);
+      count(to_string(plan));
       return done(std::nullopt);
     }
-    // An SGLang decode engine cannot prefill: it always takes a room.
-    bool sglang_decode =
-      engine::dialect_of(d.protocol) == engine::dialect::sglang &&
-      d.role == engine::worker_role::decode;
-    bool bootstrap = !p.bootstrap_endpoint.empty();
-    if (bootstrap != sglang_decode) {
-      // A bootstrap room only SGLang decode engines fetch; an OpenEngine
-      // session only OpenEngine engines take.
-      unbook(p.key, true);
-      count("incompatible_prefill");
-      return done(std::nullopt);
-    }
-    if (!sglang_decode && local_prefill_wins(preq->tokens.size(), d, p)) {
-      unbook(p.key, true);
-      count("local_prefill");
-      return done(std::nullopt);
-    }
+    bool bootstrap = plan == prefill_plan::bootstrap;
     oe::GenerateRequest req;
     req.mutable_token_ids()->mutable_ids()->Add(preq->tokens.begin(),
                                                 preq->tokens.end());
@@ -107,10 +96,10 @@ void dispatcher::maybe_remote_prefill(const std::vector<uint32_t>& tokens,
       *req.mutable_kv()->mutable_session() = std::move(s);
     }
     auto* call = new prefill_call(
-      [this](grpc::ClientContext* c) { untrack(c); },
+      [this](grpc::ClientContext* c) { calls_.untrack(c); },
       [this, p, count, done, bootstrap](const grpc::Status& st,
                                         std::optional<std::string> session) {
-        unbook(p.key, true);
+        queue_.unbook(p.key, true);
         if (!st.ok() || (!session && !bootstrap)) {
           count("prefill_failed");
           spdlog::warn("router: remote prefill on {} failed ({}){}",
@@ -126,14 +115,14 @@ void dispatcher::maybe_remote_prefill(const std::vector<uint32_t>& tokens,
         if (!bootstrap)
           done(std::move(session));
       });
-    if (!track(&call->ctx)) {
+    if (!calls_.track(&call->ctx)) {
       call->on_done({grpc::StatusCode::CANCELLED, "the router is stopping"});
       if (bootstrap)
         done(std::nullopt);
       return;
     }
     engine::start_generate(
-      channel_for(p.endpoint, true), engine::dialect::openengine, req,
+      calls_.channel_for(p.endpoint, true), engine::dialect::openengine, req,
       {{"openengine-target-dp-rank", std::to_string(p.rank)}}, call->ctx,
       *call);
     // SGLang's handoff: the decode leg goes at once, with the same room (the
@@ -143,24 +132,28 @@ void dispatcher::maybe_remote_prefill(const std::vector<uint32_t>& tokens,
   });
 }
 
-bool dispatcher::local_prefill_wins(size_t prompt_tokens,
-                                    const route_decision& d,
-                                    const route_decision& p) {
-  disagg_inputs in;
-  in.isl = static_cast<uint32_t>(prompt_tokens);
-  in.cached_on_decode = d.overlap_blocks * d.block_size;
-  in.prefill_queue = static_cast<double>(p.queued_prefill_tokens);
+prefill_facts prefill_leg::facts(size_t prompt_tokens, const route_decision& d,
+                                 const route_decision& p) {
+  prefill_facts f;
+  f.prefill_placed = p.ok;
+  f.prefill_bootstrap = !p.bootstrap_endpoint.empty();
+  f.decode_sglang = engine::dialect_of(d.protocol) == engine::dialect::sglang &&
+                    d.role == engine::worker_role::decode;
+  f.load.isl = static_cast<uint32_t>(prompt_tokens);
+  f.load.cached_on_decode = d.overlap_blocks * d.block_size;
+  f.load.prefill_queue = static_cast<double>(p.queued_prefill_tokens);
   // What the decode engine reports, while fresh; else the router's books.
+  // Counted only where the policy is consulted.
   bool engine = d.engine_used_kv_blocks >= 0;
-  in.decode_blocks = engine ? static_cast<double>(d.engine_used_kv_blocks)
-                            : static_cast<double>(d.held_decode_blocks);
-  (engine ? stats_.decode_load_engine : stats_.decode_load_books)->inc();
-  return decide(*disagg_, in, queue_threshold_) ==
-         disagg_decision::local_prefill;
+  f.load.decode_blocks = engine ? static_cast<double>(d.engine_used_kv_blocks)
+                                : static_cast<double>(d.held_decode_blocks);
+  if (f.prefill_placed && !f.decode_sglang && !f.prefill_bootstrap)
+    (engine ? stats_.decode_load_engine : stats_.decode_load_books)->inc();
+  return f;
 }
 
 // A random non-negative int64, as SGLang's bootstrap rooms are.
-int64_t dispatcher::new_bootstrap_room() {
+int64_t prefill_leg::new_bootstrap_room() {
   thread_local std::mt19937_64 gen{std::random_device{}()};
   return static_cast<int64_t>(gen() >> 1);
 }
