@@ -175,15 +175,15 @@ class attempts::call final : public engine::generate_sink {
     auto endpoint = direct ? d_.engine_endpoint : d_.endpoint;
     auto dialect =
       direct ? engine::dialect_of(d_.protocol) : engine::dialect::openengine;
-    std::vector<std::pair<std::string, std::string>> metadata{
-      {"openengine-target-dp-rank", std::to_string(d_.rank)}};
+    engine::call_target target;
+    target.dp_rank = static_cast<uint32_t>(d_.rank);
     // A prompt mostly cached there goes ahead of the engine's queue
     // (placement decides): waiting behind cold prompts, its prefix would be
     // evicted before admission.
     if (d_.priority != 0)
-      metadata.emplace_back("openengine-priority", std::to_string(d_.priority));
+      target.priority = d_.priority;
     engine::start_generate(disp_.calls.channel_for(endpoint, !direct), dialect,
-                           req_, metadata, ctx_, *this);
+                           req_, target, ctx_, *this);
   }
 
   void on_response(oe::GenerateResponse&& resp, uint32_t) override {

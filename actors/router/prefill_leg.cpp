@@ -123,8 +123,8 @@ void prefill_leg::run(const std::vector<uint32_t>& tokens,
     }
     engine::start_generate(
       calls_.channel_for(p.endpoint, true), engine::dialect::openengine, req,
-      {{"openengine-target-dp-rank", std::to_string(p.rank)}}, call->ctx,
-      *call);
+      engine::call_target{static_cast<uint32_t>(p.rank), std::nullopt, {}},
+      call->ctx, *call);
     // SGLang's handoff: the decode leg goes at once, with the same room (the
     // prefill leg ends only once the decode engine has fetched the KV).
     if (bootstrap)

@@ -49,18 +49,13 @@ class relay_call final : public grpc::ServerWriteReactor<oe::GenerateResponse>,
                          public engine::generate_sink {
  public:
   relay_call(relay::impl& r, grpc::CallbackServerContext* sctx,
-             const oe::GenerateRequest& in, engine::dialect d)
+             const oe::GenerateRequest& in, engine::dialect d,
+             const engine::call_target& target)
     : r_(r), sctx_(sctx) {
     r_.m.inflight.add(1);
     id_ = in.request_id().empty()
             ? "relay-" + std::to_string(r_.next_id.fetch_add(1))
             : in.request_id();
-    std::vector<std::pair<std::string, std::string>> metadata;
-    for (const auto& [k, v] : sctx->client_metadata()) {
-      std::string key(k.data(), k.size());
-      if (key.rfind("openengine-", 0) == 0)
-        metadata.emplace_back(key, std::string(v.data(), v.size()));
-    }
     // The router's deadline travels on to the engine; its cancellation too,
     // by OnCancel (not by gRPC's propagation, which would end the engine
     // call before OnCancel tells why).
@@ -68,7 +63,7 @@ class relay_call final : public grpc::ServerWriteReactor<oe::GenerateResponse>,
     ectx_->set_deadline(sctx->deadline());
     auto req = in;
     req.set_request_id(id_);
-    engine::start_generate(r_.channel, d, req, metadata, *ectx_, *this);
+    engine::start_generate(r_.channel, d, req, target, *ectx_, *this);
   }
 
   // Engine side (gRPC callback threads, one at a time).
@@ -220,13 +215,23 @@ class generate_service final : public oe::Inference::CallbackService {
                             std::to_string(r_.cfg.max_streams) +
                             " streams already (--relay-max-streams)"});
     }
+    // The rank and priority are read once, here, as numbers: garbage is
+    // refused, never read as rank 0.
+    std::vector<std::pair<std::string, std::string>> metadata;
+    for (const auto& [k, v] : ctx->client_metadata())
+      metadata.emplace_back(std::string(k.data(), k.size()),
+                            std::string(v.data(), v.size()));
+    std::string why;
+    auto target = engine::call_target_from(metadata, &why);
+    if (!target)
+      return new refused({StatusCode::INVALID_ARGUMENT, why});
     auto d = r_.resolve();
     if (d == engine::dialect::unknown) {
       r_.m.broken.inc();
       return new refused({StatusCode::UNAVAILABLE,
                           "engine stream broke: the engine is not reachable"});
     }
-    return new relay_call(r_, ctx, *in, d);
+    return new relay_call(r_, ctx, *in, d, *target);
   }
 
  private:

@@ -2,7 +2,7 @@
 
 #include <charconv>
 #include <cstdint>
-#include <cstdlib>
+#include <set>
 
 #include "cluster/engine/sglang_translate.hpp"
 #include "cluster/engine/vllm_translate.hpp"
@@ -143,28 +143,68 @@ class sglang_call final
 
 } // namespace
 
-void start_generate(
-  const std::shared_ptr<grpc::Channel>& ch, dialect d,
-  const oe::GenerateRequest& req,
+namespace {
+
+constexpr const char* rank_key = "openengine-target-dp-rank";
+constexpr const char* priority_key = "openengine-priority";
+
+template <class T>
+std::optional<T> whole_number(const std::string& v) {
+  T out{};
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (v.empty() || ec != std::errc{} || end != v.data() + v.size())
+    return std::nullopt;
+  return out;
+}
+
+} // namespace
+
+std::optional<call_target> call_target_from(
   const std::vector<std::pair<std::string, std::string>>& metadata,
-  grpc::ClientContext& ctx, generate_sink& sink) {
-  int rank = -1;
-  int32_t priority = 0; // vLLM's takes it in the body; SGLang's: dropped
+  std::string* why) {
+  call_target t;
+  std::set<std::string> seen;
   for (const auto& [k, v] : metadata) {
-    if (d == dialect::openengine)
-      ctx.AddMetadata(k, v);
-    else if (k == "openengine-target-dp-rank" && d == dialect::vllm)
-      ctx.AddMetadata("x-data-parallel-rank", v);
-    else if (k == "openengine-target-dp-rank")
-      rank = std::atoi(v.c_str());
-    else if (k == "openengine-priority" && d == dialect::vllm) {
-      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), priority);
-      if (v.empty() || ec != std::errc{} || end != v.data() + v.size())
-        return sink.on_done({grpc::StatusCode::INVALID_ARGUMENT,
-                             "metadata 'openengine-priority' must be an "
-                             "integer"});
+    if (k.rfind("openengine-", 0) != 0)
+      continue;
+    if (!seen.insert(k).second) {
+      *why = "metadata '" + k + "' is given more than once";
+      return std::nullopt;
+    }
+    if (k == rank_key) {
+      t.dp_rank = whole_number<uint32_t>(v);
+      if (!t.dp_rank) {
+        *why = "metadata '" + k + "' must be a base-10 uint32";
+        return std::nullopt;
+      }
+    } else if (k == priority_key) {
+      t.priority = whole_number<int32_t>(v);
+      if (!t.priority) {
+        *why = "metadata '" + k + "' must be an int32";
+        return std::nullopt;
+      }
+    } else {
+      t.passthrough.emplace_back(k, v);
     }
   }
+  return t;
+}
+
+void start_generate(const std::shared_ptr<grpc::Channel>& ch, dialect d,
+                    const oe::GenerateRequest& req, const call_target& target,
+                    grpc::ClientContext& ctx, generate_sink& sink) {
+  if (d == dialect::openengine || d == dialect::unknown) {
+    if (target.dp_rank)
+      ctx.AddMetadata(rank_key, std::to_string(*target.dp_rank));
+    if (target.priority)
+      ctx.AddMetadata(priority_key, std::to_string(*target.priority));
+    for (const auto& [k, v] : target.passthrough)
+      ctx.AddMetadata(k, v);
+  } else if (d == dialect::vllm && target.dp_rank) {
+    ctx.AddMetadata("x-data-parallel-rank", std::to_string(*target.dp_rank));
+  }
+  int rank = target.dp_rank ? static_cast<int>(*target.dp_rank) : -1;
+  int32_t priority = target.priority.value_or(0);
   if (d == dialect::sglang) {
     if (req.has_prompt())
       return sink.on_done({grpc::StatusCode::INVALID_ARGUMENT,

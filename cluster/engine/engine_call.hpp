@@ -1,6 +1,8 @@
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,16 +27,32 @@ class generate_sink {
   virtual void on_done(const grpc::Status& st) = 0;
 };
 
+/// Where and how urgently a call runs, as numbers: each dialect writes them
+/// its own way (OpenEngine metadata, vLLM's header and body field, SGLang's
+/// body field).
+struct call_target {
+  std::optional<uint32_t> dp_rank;
+  std::optional<int32_t> priority; // vLLM takes it; SGLang drops it
+  /// Other `openengine-*` metadata, passed on to OpenEngine engines.
+  std::vector<std::pair<std::string, std::string>> passthrough;
+};
+
+/// The target of a call that arrived with `metadata` (its `openengine-*`
+/// pairs; others are ignored). A rank that is not a base-10 uint32, a
+/// priority that is not an int32, or a key given twice is refused with
+/// `*why` (INVALID_ARGUMENT, as OpenEngine asks), never read as 0.
+std::optional<call_target> call_target_from(
+  const std::vector<std::pair<std::string, std::string>>& metadata,
+  std::string* why);
+
 /// Starts `Generate` on an engine speaking `d`, on gRPC's callback API (no
 /// thread per stream): passed through to OpenEngine engines, translated for
-/// vLLM engines (`vllm_translate`). `ctx` and `sink` must live
-/// until `sink.on_done`; cancel with `ctx.TryCancel()`. `metadata` holds the
-/// `openengine-*` pairs.
-void start_generate(
-  const std::shared_ptr<grpc::Channel>& ch, dialect d,
-  const openengine::v1::GenerateRequest& req,
-  const std::vector<std::pair<std::string, std::string>>& metadata,
-  grpc::ClientContext& ctx, generate_sink& sink);
+/// vLLM and SGLang engines. `ctx` and `sink` must live until
+/// `sink.on_done`; cancel with `ctx.TryCancel()`.
+void start_generate(const std::shared_ptr<grpc::Channel>& ch, dialect d,
+                    const openengine::v1::GenerateRequest& req,
+                    const call_target& target, grpc::ClientContext& ctx,
+                    generate_sink& sink);
 
 /// The stream ended because its connection broke (the engine or its sidecar
 /// died), not because the request was refused: UNAVAILABLE, or UNKNOWN /

@@ -21,3 +21,32 @@ TEST_CASE("a broken connection is told apart from a refused request") {
   CHECK_FALSE(transport_broke({StatusCode::RESOURCE_EXHAUSTED, "full"}));
   CHECK_FALSE(transport_broke(Status::OK));
 }
+
+TEST_CASE("a call's rank and priority are read as numbers, garbage refused") {
+  using outrider::engine::call_target_from;
+  std::string why;
+  auto t = call_target_from({{"openengine-target-dp-rank", "3"},
+                             {"openengine-priority", "-1"},
+                             {"openengine-routing-key", "abc"},
+                             {"user-agent", "x"}},
+                            &why);
+  REQUIRE(t);
+  CHECK(t->dp_rank == 3u);
+  CHECK(t->priority == -1);
+  REQUIRE(t->passthrough.size() == 1); // other openengine-* keys only
+  CHECK(t->passthrough[0].first == "openengine-routing-key");
+  auto none = call_target_from({}, &why);
+  REQUIRE(none);
+  CHECK_FALSE(none->dp_rank);
+  CHECK_FALSE(none->priority);
+  // What atoi used to read as rank 0 or as a prefix.
+  for (const char* bad : {"", "abc", "1x", "-1", " 2", "4294967296"}) {
+    CHECK_FALSE(call_target_from({{"openengine-target-dp-rank", bad}}, &why));
+    CHECK(why.find("uint32") != std::string::npos);
+  }
+  CHECK_FALSE(call_target_from({{"openengine-priority", "2147483648"}}, &why));
+  CHECK_FALSE(call_target_from(
+    {{"openengine-target-dp-rank", "1"}, {"openengine-target-dp-rank", "2"}},
+    &why));
+  CHECK(why.find("more than once") != std::string::npos);
+}

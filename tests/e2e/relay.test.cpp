@@ -144,6 +144,33 @@ TEST_CASE("the relay passes a priority on: in the body to vLLM engines, as "
   CHECK(call("99999999999").error_code() == grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+TEST_CASE("the relay refuses a malformed or repeated DP rank instead of "
+          "reading it as rank 0") {
+  sim_process sim{{}};
+  REQUIRE(sim.wait_serving(10s));
+  sidecar_process side{sim.endpoint()};
+  REQUIRE(eventually([&] { return ready(side); }, 10s));
+  auto stub = oe::Inference::NewStub(channel_to(side.relay_endpoint()));
+  auto call = [&](std::vector<std::string> ranks) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+    for (const auto& r : ranks)
+      ctx.AddMetadata("openengine-target-dp-rank", r);
+    auto reader = stub->Generate(&ctx, request({7, 8, 9, 10, 11}, 2));
+    oe::GenerateResponse resp;
+    while (reader->Read(&resp)) {
+    }
+    return reader->Finish();
+  };
+  CHECK(call({"0"}).ok());
+  for (const char* bad : {"zero", "0x1", "-1", "1.5", "99999999999"}) {
+    auto st = call({bad});
+    INFO(bad << ": " << st.error_message());
+    CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  CHECK(call({"0", "0"}).error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 TEST_CASE("cancelling a relayed stream aborts the request on the engine") {
   auto protocol = GENERATE(std::string{"vllm"}, std::string{"openengine"},
                            std::string{"sglang"});
