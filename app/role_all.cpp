@@ -7,9 +7,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "actors/router/demo_workload.hpp"
+#include "actors/router/dispatch/demo_workload.hpp"
+#include "actors/router/frontend/text_setup.hpp"
 #include "actors/router/router_role.hpp"
-#include "actors/router/text_setup.hpp"
 #include "cluster/local_cluster.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/option_keys.hpp"

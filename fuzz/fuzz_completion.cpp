@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "actors/router/openai_api.hpp"
-#include "actors/router/openai_chat.hpp"
+#include "actors/router/frontend/openai_api.hpp"
+#include "actors/router/frontend/openai_chat.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace outrider::router;

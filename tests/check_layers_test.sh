@@ -12,7 +12,7 @@ echo '#include "actors/sidecar/lifecycle.hpp"' >"$tmp/app/main.cpp"
 "$src/scripts/check-layers" "$tmp" >"$tmp/ok.log"
 # Four that go the wrong way.
 echo '#include "actors/sidecar/relay.hpp"' >>"$tmp/actors/router/b.cpp"
-echo '#include "actors/router/kv_router.hpp"' >"$tmp/actors/indexer/c.cpp"
+echo '#include "actors/router/brain/kv_router.hpp"' >"$tmp/actors/indexer/c.cpp"
 echo '#include "cluster/discovery.hpp"' >"$tmp/cluster/kv/d.cpp"
 echo '#include "app/x.hpp"' >"$tmp/runtime/e.cpp"
 if "$src/scripts/check-layers" "$tmp" >"$tmp/bad.log" 2>&1; then

@@ -16,7 +16,7 @@ trap cleanup EXIT
 
 cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log"
 test -f "$tmp/prefix/lib/cmake/outrider/outriderConfig.cmake"
-test -f "$tmp/prefix/include/outrider/actors/router/dispatcher.hpp"
+test -f "$tmp/prefix/include/outrider/actors/router/dispatch/dispatcher.hpp"
 cmake -S "$src/examples/embed" -B "$tmp/build" -G Ninja \
   -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$tmp/prefix" \
   -DCMAKE_CXX_COMPILER_LAUNCHER="$(command -v ccache || true)" >"$tmp/configure.log"

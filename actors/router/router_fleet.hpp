@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "actors/router/kv_router.hpp"
+#include "actors/router/brain/kv_router.hpp"
 #include "actors/router/router_settings.hpp"
 #include "cluster/nats_kv_plane.hpp"
 #include "runtime/actor_slot.hpp"

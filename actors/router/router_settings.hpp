@@ -5,9 +5,9 @@
 #include <optional>
 #include <string>
 
-#include "actors/router/disagg_policy.hpp"
-#include "actors/router/http_frontend.hpp"
-#include "actors/router/placement.hpp"
+#include "actors/router/core/disagg_policy.hpp"
+#include "actors/router/core/placement.hpp"
+#include "actors/router/frontend/http_frontend.hpp"
 #include "cluster/discovery_from.hpp"
 #include "cluster/tls.hpp"
 

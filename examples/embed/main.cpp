@@ -7,9 +7,9 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <outrider/actors/router/dispatcher.hpp>
-#include <outrider/actors/router/kv_router.hpp>
-#include <outrider/actors/router/worker_watcher.hpp>
+#include <outrider/actors/router/brain/kv_router.hpp>
+#include <outrider/actors/router/dispatch/dispatcher.hpp>
+#include <outrider/actors/router/watch/worker_watcher.hpp>
 #include <outrider/cluster/discovery.hpp>
 #include <outrider/runtime/actor_slot.hpp>
 #include <outrider/runtime/errors.hpp>

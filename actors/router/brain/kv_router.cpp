@@ -1,0 +1,272 @@
+#include "actors/router/brain/kv_router.hpp"
+
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/router/brain/decision_log.hpp"
+#include "runtime/metrics.hpp"
+
+namespace outrider::router {
+
+namespace {
+
+// Metric handles, built once (per slot for the load gauges).
+struct router_stats {
+  runtime::counter* refused = nullptr;
+  runtime::counter* events_dropped = nullptr;
+  runtime::gauge* index_entries = nullptr;
+  runtime::counter* decisions = nullptr;
+  runtime::counter* prompt_blocks = nullptr;
+  runtime::counter* cached_blocks = nullptr;
+  struct load_gauges {
+    runtime::gauge* prefill = nullptr;
+    runtime::gauge* decode = nullptr;
+    runtime::counter* placed = nullptr;
+  };
+  std::vector<load_gauges> per_slot;
+  runtime::gauge* workers = nullptr;
+  // What the index left out or dropped, by reason (see show_index).
+  struct skipped_counter {
+    runtime::counter* c = nullptr;
+    uint64_t seen = 0;
+    void to(uint64_t v) {
+      if (v > seen)
+        c->inc(v - seen);
+      seen = v;
+    }
+  };
+  skipped_counter unknown_parent, unknown_removal, evicted, unresolved,
+    other_groups, not_credited;
+
+  static router_stats make(engine::router_mode mode) {
+    auto& m = runtime::global_metrics();
+    router_stats s;
+    s.refused = &m.get_counter("outrider_router_workers_refused_total",
+                               "Workers refused (model or block size differs)");
+    s.events_dropped = &m.get_counter("outrider_router_events_dropped_total",
+                                      "KV events of unknown workers or ranks");
+    s.workers = &m.get_gauge("outrider_router_workers",
+                             "Workers the router can place requests on");
+    s.index_entries =
+      &m.get_gauge("outrider_router_index_entries",
+                   "(rank, block) entries in the router's index");
+    s.decisions = &m.get_counter("outrider_router_decisions_total",
+                                 "Requests placed, by mode",
+                                 {{"mode", engine::to_string(mode)}});
+    s.prompt_blocks = &m.get_counter("outrider_router_prompt_blocks_total",
+                                     "Full prompt blocks of placed requests");
+    s.cached_blocks =
+      &m.get_counter("outrider_router_cached_blocks_total",
+                     "Of those, blocks the chosen rank already held");
+    auto skipped = [&](const char* reason) {
+      return skipped_counter{
+        &m.get_counter("outrider_router_index_skipped_blocks_total",
+                       "Blocks of KV events the router's index left out or "
+                       "dropped, by reason",
+                       {{"reason", reason}})};
+    };
+    s.unknown_parent = skipped("unknown_parent");
+    s.unknown_removal = skipped("unknown_removal");
+    s.evicted = skipped("over_cap");
+    s.unresolved = skipped("unresolved_placeholder");
+    s.other_groups = skipped("non_prefix_group");
+    s.not_credited = skipped("remote_or_foreign");
+    return s;
+  }
+
+  void show_index(const indexer::tiered_index& idx) {
+    auto t = idx.tier_stats();
+    unknown_parent.to(t.unknown_parent);
+    unknown_removal.to(t.unknown_removal);
+    evicted.to(t.evicted);
+    const auto& st = idx.stats();
+    unresolved.to(st.placeholders_unresolved);
+    other_groups.to(st.other_groups);
+    not_credited.to(st.not_credited);
+  }
+
+  void show_load(const placement& p, uint32_t slot) {
+    while (per_slot.size() < p.slots()) {
+      auto l = p.load(static_cast<uint32_t>(per_slot.size()));
+      runtime::label_set labels{{"worker", l.worker_id},
+                                {"rank", std::to_string(l.rank)}};
+      auto& m = runtime::global_metrics();
+      per_slot.push_back(
+        {&m.get_gauge("outrider_router_active_prefill_tokens",
+                      "Prompt tokens routed to a rank and not yet computed",
+                      labels),
+         &m.get_gauge("outrider_router_active_decode_blocks",
+                      "KV blocks held by requests routed to a rank", labels),
+         &m.get_counter("outrider_router_placed_total",
+                        "Requests this router placed on a rank", labels)});
+    }
+    auto l = p.load(slot);
+    per_slot[slot].prefill->set(static_cast<double>(l.prefill_tokens));
+    per_slot[slot].decode->set(static_cast<double>(l.decode_blocks));
+  }
+};
+
+// How long a router may be silent before its bookings are forgotten.
+constexpr auto router_silence = std::chrono::seconds{5};
+constexpr auto tick_every = std::chrono::seconds{1};
+
+struct router_state {
+  router_state() = default;
+  std::unique_ptr<placement> core;
+  router_stats stats;
+  decision_log decisions;
+  engine::router_mode mode = engine::router_mode::kv;
+  booking_share share;
+  static inline const char* name = "kv_router";
+};
+
+using self_ptr = kv_router_actor::stateful_pointer<router_state>;
+
+using note_op = cluster::booking_note::op;
+
+// Tells the other routers (best effort).
+void tell(self_ptr self, note_op what, uint64_t key,
+          const route_request* req = nullptr) {
+  auto& st = self->state;
+  if (!st.share.bus)
+    return;
+  cluster::booking_note n;
+  if (what == note_op::add) {
+    auto found = st.core->note_of(key);
+    if (!found)
+      return;
+    n = std::move(*found);
+    if (req && req->tokens.size() <= cluster::max_note_blocks * 16)
+      n.blocks = st.core->sequence_of(*req);
+  }
+  n.what = what;
+  n.key = key;
+  n.router_id = st.share.router_id;
+  st.share.bus->publish(n);
+}
+
+std::string status_json(router_state& st) {
+  nlohmann::json doc{{"mode", engine::to_string(st.mode)}};
+  auto& workers = doc["workers"] = nlohmann::json::array();
+  for (const auto& v : st.core->view()) {
+    if (workers.empty() || workers.back()["id"] != v.worker_id)
+      workers.push_back({{"id", v.worker_id},
+                         {"role", engine::to_string(v.role)},
+                         {"ranks", nlohmann::json::array()}});
+    workers.back()["ranks"].push_back(
+      {{"rank", v.rank},
+       {"active_prefill_tokens", v.prefill_tokens},
+       {"active_decode_blocks", v.decode_blocks},
+       {"blocks_held", v.blocks_held},
+       {"engine_used_kv_blocks", v.engine_used_kv_blocks},
+       {"engine_total_kv_blocks", v.engine_total_kv_blocks},
+       {"placed", v.slot < st.stats.per_slot.size()
+                    ? st.stats.per_slot[v.slot].placed->value()
+                    : 0}});
+  }
+  doc["decisions"] = st.decisions.recent();
+  return doc.dump();
+}
+
+kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
+                                         booking_share share) {
+  auto& st = self->state;
+  st.stats = router_stats::make(cfg.mode);
+  st.mode = cfg.mode;
+  st.share = std::move(share);
+  if (st.share.bus)
+    self->send(self, tick_atom::value);
+  st.core = std::make_unique<placement>(
+    std::move(cfg), [] { return placement::clock::now(); },
+    std::random_device{}());
+  return {
+    [=](worker_up_atom, const cluster::worker_record& r) {
+      auto& st = self->state;
+      auto j = st.core->add_worker(r);
+      if (j == placement::join::refused_model ||
+          j == placement::join::refused_block_size)
+        st.stats.refused->inc();
+      st.stats.workers->set(static_cast<double>(st.core->workers()));
+    },
+    [=](worker_down_atom, const std::string& id) {
+      auto& st = self->state;
+      st.core->remove_worker(id);
+      st.stats.workers->set(static_cast<double>(st.core->workers()));
+    },
+    [=](kv_events_atom, const std::shared_ptr<const worker_events>& ev) {
+      auto& st = self->state;
+      if (!st.core->apply_events(*ev)) {
+        st.stats.events_dropped->inc();
+        return;
+      }
+      st.stats.index_entries->set(
+        static_cast<double>(st.core->index_entries()));
+      st.stats.show_index(st.core->index());
+    },
+    [=](place_atom, const std::shared_ptr<const route_request>& req) {
+      auto& st = self->state;
+      auto d = st.core->place(*req);
+      if (d.ok) {
+        tell(self, note_op::add, d.key, req.get());
+        st.stats.show_load(*st.core, d.slot);
+        st.stats.per_slot[d.slot].placed->inc();
+        st.stats.decisions->inc();
+        st.stats.prompt_blocks->inc(d.prompt_blocks);
+        st.stats.cached_blocks->inc(d.overlap_blocks);
+        st.decisions.record(d);
+      }
+      return d;
+    },
+    [=](prefilled_atom, uint64_t key) {
+      auto& st = self->state;
+      if (auto slot = st.core->prefilled(key)) {
+        tell(self, note_op::prefilled, key);
+        st.stats.show_load(*st.core, *slot);
+      }
+    },
+    [=](release_atom, uint64_t key) {
+      auto& st = self->state;
+      if (auto slot = st.core->release(key)) {
+        tell(self, note_op::release, key);
+        st.stats.show_load(*st.core, *slot);
+      }
+    },
+    [=](booking_atom, const std::shared_ptr<const cluster::booking_note>& n) {
+      auto& st = self->state;
+      if (n->router_id == st.share.router_id)
+        return; // our own, back from NATS
+      if (auto slot = st.core->remote(*n))
+        st.stats.show_load(*st.core, *slot);
+    },
+    [=](tick_atom) {
+      auto& st = self->state;
+      tell(self, note_op::alive, 0);
+      st.core->expire_remote(placement::clock::now() - router_silence);
+      for (uint32_t s = 0; s < st.core->slots(); ++s)
+        st.stats.show_load(*st.core, s);
+      self->delayed_send(self, tick_every, tick_atom::value);
+    },
+    [=](index_atom) {
+      nlohmann::json doc;
+      auto& workers = doc["workers"] = nlohmann::json::object();
+      for (const auto& [id, ranks] : self->state.core->held_blocks())
+        for (const auto& [rank, blocks] : ranks)
+          workers[id][std::to_string(rank)] = blocks;
+      return doc.dump();
+    },
+    [=](status_atom) { return status_json(self->state); },
+    [=](engine_load_atom, const std::shared_ptr<const engine_load>& l) {
+      self->state.core->engine_reported(*l);
+    },
+  };
+}
+
+} // namespace
+
+kv_router_actor spawn_kv_router(caf::actor_system& sys, router_config cfg,
+                                booking_share share) {
+  return sys.spawn(kv_router, std::move(cfg), std::move(share));
+}
+
+} // namespace outrider::router

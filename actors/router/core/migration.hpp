@@ -1,0 +1,110 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/router/core/placement.hpp"
+
+namespace outrider::router {
+
+struct generate_params {
+  std::vector<uint32_t> prompt;
+  uint32_t max_tokens = 16;
+  std::optional<double> temperature;
+  std::string model;
+  /// The LoRA adapter the request names (its `model`, when that is an
+  /// adapter the workers serve), and the tenant's cache salt (vLLM's
+  /// `cache_salt`): both key its KV on the engines and so its placement.
+  std::string lora;
+  std::string cache_salt;
+  /// Router time spent before dispatch (tokenizing, rendering a chat),
+  /// counted with placement in outrider_router_overhead_seconds.
+  std::chrono::nanoseconds preprocess{0};
+};
+
+struct generate_outcome {
+  bool ok = false;
+  int http_status = 200; // for the HTTP frontend
+  std::string error;
+  std::vector<uint32_t> tokens;
+  std::string finish_reason; // "length" or "stop"
+  uint32_t prompt_tokens = 0;
+  uint32_t cached_tokens = 0; // prefix blocks the chosen worker held
+  int migrations = 0;
+  std::string worker_id;
+};
+
+/// How one streamed attempt on a worker ended.
+enum class attempt_end {
+  finished,    ///< the engine finished the request
+  cancelled,   ///< the client went away (`on_tokens` returned false)
+  unavailable, ///< the stream broke (worker or engine gone): migratable
+  invalid,     ///< the engine refused the request (a client error)
+  overloaded,  ///< the engine is out of capacity: no migration (503)
+  timed_out,   ///< the request ran past its deadline (--request-timeout)
+  failed,      ///< any other error
+};
+
+/// How a gRPC status that ended an attempt counts (docs/wire.md, "SGLang's
+/// gRPC"): `broke` (the transport, not the request) is migratable;
+/// RESOURCE_EXHAUSTED is an overloaded engine; INVALID_ARGUMENT, NOT_FOUND,
+/// FAILED_PRECONDITION and OUT_OF_RANGE are the request's fault;
+/// DEADLINE_EXCEEDED a timeout.
+attempt_end end_for_status(int grpc_code, bool broke);
+
+struct attempt_result {
+  attempt_end end = attempt_end::failed;
+  std::string message; // why, when it did not finish
+};
+
+/// Gets each chunk of new tokens; returning false cancels the request.
+using token_sink = std::function<bool(const std::vector<uint32_t>&)>;
+
+/// What the migration loop needs from the world; the dispatcher implements
+/// it with the router actor and engine streams, tests with a double. Every
+/// step is asynchronous: it reports through its `done`, exactly once, on
+/// any thread (the double may call it at once).
+class attempt_seams {
+ public:
+  virtual ~attempt_seams() = default;
+  /// Picks a worker for `req` (waiting while every worker is busy); may set
+  /// the request's role.
+  virtual void place(const std::shared_ptr<route_request>& req,
+                     std::function<void(route_decision)> done) = 0;
+  /// Streams `tokens` (the prompt plus what earlier attempts produced) on
+  /// `d`'s worker for at most `max_tokens`; appends new tokens to
+  /// `out.tokens` and hands each chunk to `on_tokens`, and records the
+  /// finish reason and (on the first attempt) the cached prompt tokens.
+  /// `out` and `on_tokens` live until `done`.
+  virtual void stream(const route_decision& d,
+                      const std::vector<uint32_t>& tokens, uint32_t max_tokens,
+                      int attempt, generate_outcome& out,
+                      const token_sink& on_tokens,
+                      std::function<void(attempt_result)> done) = 0;
+  /// The attempt is over: its load booking goes.
+  virtual void release(const route_decision& d) = 0;
+  /// A stream is being moved to another worker (metrics, log).
+  virtual void migrating(const route_decision&, const generate_outcome&) {}
+  /// False once migration must stop (the router is shutting down).
+  virtual bool may_migrate() const { return true; }
+};
+
+/// Runs a request to its end, migrating a broken stream: the tokens so far
+/// are appended to the prompt and the request continues on another worker
+/// (the failed ones excluded), at most `migration_limit` times, so the
+/// caller sees one contiguous stream. Outcomes: ok, 499 (cancelled), 503 (no
+/// worker), 400 (refused), 504 (past its deadline), 502 (failed, or broken
+/// past the limit). Returns
+/// at once; `done` gets the outcome when the last step ended, on the thread
+/// that ended it. `seams` is kept alive until then.
+void run_with_migration(generate_params p, int migration_limit,
+                        std::shared_ptr<attempt_seams> seams,
+                        token_sink on_tokens,
+                        std::function<void(generate_outcome)> done);
+
+} // namespace outrider::router

@@ -1,0 +1,291 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/indexer/tiered_index.hpp"
+#include "actors/router/core/worker_selector.hpp"
+#include "cluster/discovery.hpp"
+#include "cluster/kv/block_hash.hpp"
+#include "cluster/kv/kv_event.hpp"
+#include "cluster/nats_bookings.hpp"
+
+namespace outrider::router {
+
+/// A request to place.
+struct route_request {
+  std::vector<uint32_t> tokens;
+  std::vector<std::string> exclude; // workers that already failed it
+  /// Which workers qualify: prefill, decode, or none for every worker
+  /// that decodes (aggregated or decode).
+  std::optional<engine::worker_role> role;
+  /// What besides its tokens keys its blocks on the engines: the LoRA
+  /// adapter, the tenant's cache salt, media items.
+  kv::prompt_identity identity;
+};
+
+/// Where it goes.
+struct route_decision {
+  bool ok = false;
+  /// Every candidate is above the queue threshold: ask again later.
+  bool busy = false;
+  /// No worker (of the role) is known at all.
+  bool no_worker = false;
+  std::string error;
+  uint64_t key = 0;  // for `release`
+  uint32_t slot = 0; // the chosen (worker, rank)
+  std::string worker_id;
+  std::string endpoint;        // the worker's relay
+  std::string engine_endpoint; // its engine (direct dispatch)
+  std::string protocol;        // the engine's: openengine, vllm or sglang
+  engine::worker_role role = engine::worker_role::aggregated; // the worker's
+  std::string bootstrap_endpoint; // a prefill worker's (SGLang), or empty
+  int rank = 0;
+  uint32_t overlap_blocks = 0;
+  uint32_t prompt_blocks = 0;
+  uint32_t block_size = 0;
+  /// The chosen rank's load before this request was booked.
+  uint64_t queued_prefill_tokens = 0;
+  uint64_t held_decode_blocks = 0;
+  /// KV blocks in use on the chosen rank as its engine last reported, if
+  /// that report is fresh (-1: none, e.g. vLLM).
+  int64_t engine_used_kv_blocks = -1;
+  /// Why this rank: how many were on offer, the overlap it had (predicted
+  /// blocks included) against the best on offer, the cost of both, and the
+  /// queue of the rank with the best overlap (what outweighed it).
+  uint32_t candidates = 0;
+  uint32_t chosen_overlap_blocks = 0;
+  uint32_t best_overlap_blocks = 0;
+  /// Blocks after the chosen rank's GPU run that it holds only in an
+  /// offload tier (credited by tier weight; loaded back, not computed).
+  uint32_t offloaded_blocks = 0;
+  double cost = 0;
+  double best_overlap_cost = 0;
+  uint64_t best_overlap_prefill_tokens = 0;
+  /// -1: mostly cached on the chosen rank, sent ahead of its engine's
+  /// waiting queue (router_config::priority_overlap); else 0.
+  int32_t priority = 0;
+};
+
+/// A batch of a worker rank's KV events from its sidecar.
+struct worker_events {
+  std::string worker_id;
+  int rank = 0;
+  bool reset = false; // forget the rank first (a new subscription)
+  std::vector<kv::kv_event> events;
+};
+
+struct router_config {
+  engine::router_mode mode = engine::router_mode::kv;
+  selector_config selector;
+  std::string model; // empty: any; else workers must serve this model
+  /// Queued prefill tokens above which a rank counts as busy; when every
+  /// rank is, requests wait instead of piling on.
+  std::optional<double> queue_threshold;
+  /// A rank also counts as busy when the prefill blocks queued behind the
+  /// prompt it is computing (the oldest routed there) exceed this share of
+  /// its KV blocks that no running request holds (engine-reported, else
+  /// the worker's total less the router's books): past that, the blocks
+  /// admitted ahead of a request queued there evict what it could have
+  /// found cached. 0: off (here; --router-queue-kv-share defaults to
+  /// 0.01). kv mode only; not for prefill-only placements.
+  double queue_kv_share = 0;
+  /// kv mode: a request whose chosen rank caches (by the index, not
+  /// predicted) at least this share of its prompt gets priority -1, ahead
+  /// of the engine's waiting queue, where its prefix would be evicted by
+  /// the prompts admitted before it. 0: off (engines need priority
+  /// scheduling).
+  double priority_overlap = 0;
+  /// A prefix just routed counts as cached on its rank until its request is
+  /// prefilled and for this long after (until its KV events arrive); and
+  /// how many such blocks a rank may hold.
+  std::chrono::milliseconds prediction_ttl{5000};
+  size_t prediction_cap = 200000;
+  /// What a cached block is worth by tier, and whether REMOTE and foreign
+  /// copies count (--kv-tier-weights, --kv-credit-remote).
+  indexer::tier_policy tiers;
+  /// The most engine blocks the index keeps per rank and offload tier (and
+  /// on GPU where the worker's record gives no total): a publisher that
+  /// never removes (LMCache) cannot grow it past this. 0: no cap.
+  size_t slot_block_cap = 1 << 20;
+  /// An engine's load report counts for this long (then the books do).
+  std::chrono::milliseconds engine_load_fresh{3000};
+  /// A shared booking never released is forgotten after this long.
+  std::chrono::milliseconds remote_booking_ttl{std::chrono::minutes{30}};
+};
+
+/// The load a (worker, rank) carries, as the router booked it.
+struct slot_load {
+  std::string worker_id;
+  int rank = 0;
+  uint64_t prefill_tokens = 0;
+  uint64_t decode_blocks = 0;
+};
+
+/// What a worker's engine reports of its KV cache, per rank (GetLoad).
+struct engine_load {
+  struct rank_load {
+    int rank = 0;
+    uint64_t used_kv_blocks = 0;
+    uint64_t total_kv_blocks = 0;
+  };
+  std::string worker_id;
+  std::vector<rank_load> ranks;
+};
+
+/// A (worker, rank) as the status page shows it.
+struct slot_view {
+  uint32_t slot = 0;
+  std::string worker_id;
+  engine::worker_role role = engine::worker_role::aggregated;
+  int rank = 0;
+  uint64_t prefill_tokens = 0;
+  uint64_t decode_blocks = 0;
+  size_t blocks_held = 0;             // engine blocks in the index
+  int64_t engine_used_kv_blocks = -1; // as the engine reports (-1: unknown)
+  uint64_t engine_total_kv_blocks = 0;
+};
+
+/// The router's placement, without actors: the worker set, the global KV
+/// index, predicted blocks and load books, and the choice of a rank per
+/// request (`--router-mode`). Time and randomness are injected so that
+/// tests are deterministic. Single-threaded: owned by the router actor.
+class placement {
+ public:
+  using clock = std::chrono::steady_clock;
+  using clock_fn = std::function<clock::time_point()>;
+
+  enum class join { joined, unchanged, refused_model, refused_block_size };
+
+  placement(router_config cfg, clock_fn now, uint64_t seed);
+
+  /// A worker's record appeared (or changed: a new instance replaces it).
+  join add_worker(const cluster::worker_record& r);
+  void remove_worker(const std::string& worker_id);
+  /// False when the worker or rank is unknown (the events are dropped).
+  bool apply_events(const worker_events& ev);
+  /// An engine's own report of its KV cache; counts for
+  /// `engine_load_fresh` (ranks not in it keep what they had).
+  void engine_reported(const engine_load& l);
+
+  /// Picks a rank and books the request's load there.
+  route_decision place(const route_request& req);
+  /// The request's prompt is computed / it is done: its booking shrinks or
+  /// goes. The slot whose load changed, if any.
+  std::optional<uint32_t> prefilled(uint64_t key);
+  std::optional<uint32_t> release(uint64_t key);
+
+  /// Other routers' bookings (--share-bookings): counted in their rank's
+  /// load, and their prompts' blocks predicted there, as if placed here.
+  /// The slot whose load changed, if any (placement_remote.cpp).
+  std::optional<uint32_t> remote(const cluster::booking_note& n);
+  /// Drops the bookings of routers silent since `cutoff`, and any older
+  /// than cfg.remote_booking_ttl (a lost release). How many went.
+  size_t expire_remote(clock::time_point cutoff);
+  /// The prompt's block keys as this router predicts them.
+  std::vector<uint64_t> sequence_of(const route_request& req) const;
+  /// What local booking `key` put where, to tell the other routers.
+  std::optional<cluster::booking_note> note_of(uint64_t key) const;
+
+  slot_load load(uint32_t slot) const;
+  /// Every live (worker, rank), by worker id and rank.
+  std::vector<slot_view> view() const;
+  size_t slots() const { return slots_.size(); }
+  /// Workers requests can be placed on (refused ones are not counted).
+  size_t workers() const { return workers_.size(); }
+  size_t index_entries() const { return index_.entries(); }
+  const indexer::tiered_index& index() const { return index_; }
+  /// Per live worker and rank, the engine block hashes the index holds
+  /// (sorted): what two routers fed the same events must agree on.
+  std::map<std::string, std::map<int, std::vector<uint64_t>>>
+  held_blocks() const;
+
+ private:
+  struct slot_info {
+    std::string worker_id;
+    engine::worker_role role = engine::worker_role::aggregated;
+    std::string endpoint;
+    std::string engine_endpoint;
+    std::string protocol;
+    std::string bootstrap_endpoint;
+    int rank = 0;
+    bool alive = false;
+    uint64_t prefill_tokens = 0;
+    uint64_t decode_blocks = 0;
+    int64_t engine_used = -1; // engine_reported
+    uint64_t engine_total = 0;
+    uint64_t record_total = 0; // per rank, from the worker's record
+    clock::time_point engine_at{};
+    // This router's bookings not prefilled yet, in the order the engine
+    // admits them ((priority, key) -> prefill tokens): the first is the
+    // prompt the engine is computing.
+    std::map<std::pair<int32_t, uint64_t>, uint64_t> unprefilled;
+  };
+  int64_t engine_used(const slot_info& s) const;
+  uint64_t total_blocks(const slot_info& s) const;
+  /// KV blocks no running request holds on the rank (-1: unknown).
+  int64_t unheld_blocks(const slot_info& s) const;
+  uint64_t free_blocks(uint32_t slot) const;
+  /// Every candidate is past the queue threshold or its KV share.
+  bool all_busy(const std::vector<candidate>& cands,
+                const route_request& req) const;
+  struct booking {
+    uint32_t slot = 0;
+    uint64_t prefill_tokens = 0;
+    uint64_t decode_blocks = 0;
+    int32_t priority = 0;
+    bool prefilled = false;
+    std::vector<uint64_t> pending; // its blocks counted in pending_
+  };
+
+  std::vector<candidate> candidates(const route_request& req) const;
+  void
+  fill_overlaps(std::vector<candidate>& cands, const std::vector<uint64_t>& seq,
+                const std::unordered_map<uint32_t, uint32_t>& overlap) const;
+  selector_config selector() const; // with the workers' block size
+  size_t choose(const std::vector<candidate>& cands, uint32_t prompt_blocks);
+  void explain(route_decision& d, const std::vector<candidate>& cands,
+               size_t chosen, uint32_t prompt_blocks) const;
+  void predict(booking& b, const std::vector<uint64_t>& seq);
+  void settle(booking& b);
+  bool predicted(uint32_t slot, uint64_t hash, clock::time_point now) const;
+  std::optional<uint32_t> unbook(uint64_t key, bool finished);
+
+  router_config cfg_;
+  clock_fn now_;
+  std::mt19937_64 rng_;
+  uint32_t block_size_ = 0; // the first worker's; others must match
+  indexer::tiered_index index_;
+  std::map<std::string, cluster::worker_record> workers_;
+  std::map<std::string, std::vector<uint32_t>> worker_slots_;
+  std::vector<slot_info> slots_;
+  // Blocks a rank will hold once the requests just routed there are
+  // prefilled: counted before their events arrive, so that a burst sharing
+  // a prefix is not scattered. Entries expire.
+  // A block stays predicted while a request routed there with it has not
+  // been prefilled (pending_: how many such requests), then for
+  // prediction_ttl more, until its KV event has arrived (predicted_).
+  std::vector<std::unordered_map<uint64_t, clock::time_point>> predicted_;
+  std::vector<std::unordered_map<uint64_t, uint32_t>> pending_;
+  std::unordered_map<uint64_t, booking> bookings_;
+  uint64_t next_key_ = 1;
+  // Other routers' bookings live in bookings_ too, under keys of their own.
+  struct remote_ref {
+    uint64_t key = 0; // in bookings_
+    clock::time_point at;
+  };
+  std::map<std::pair<std::string, uint64_t>, remote_ref> remote_;
+  std::map<std::string, clock::time_point> routers_seen_;
+  uint64_t next_remote_key_ = uint64_t{1} << 63;
+  uint64_t round_robin_ = 0;
+};
+
+} // namespace outrider::router

@@ -1,0 +1,303 @@
+#include "actors/router/core/placement.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "actors/router/core/placement_fixtures.hpp"
+
+using namespace outrider;
+using namespace outrider::router;
+using namespace outrider::router::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<uint32_t> prompt(uint32_t base, size_t n = 16) {
+  std::vector<uint32_t> t(n);
+  for (size_t i = 0; i < n; ++i)
+    t[i] = base + static_cast<uint32_t>(i);
+  return t;
+}
+
+route_decision place(placement& p, std::vector<uint32_t> tokens) {
+  route_request req;
+  req.tokens = std::move(tokens);
+  return p.place(req);
+}
+
+router_config mode(std::string m) {
+  router_config c;
+  c.mode = engine::router_mode_of(m).value();
+  return c;
+}
+
+} // namespace
+
+TEST_CASE("placement: the same seed places the same way", "[placement]") {
+  manual_clock clk;
+  auto run = [&](uint64_t seed) {
+    placement p{mode("random"), clk.fn(), seed};
+    for (auto id : {"a", "b", "c", "d"})
+      p.add_worker(worker(id));
+    std::vector<std::string> picks;
+    for (uint32_t i = 0; i < 32; ++i) {
+      auto d = place(p, prompt(i * 100));
+      REQUIRE(d.ok);
+      picks.push_back(d.worker_id);
+      p.release(d.key);
+    }
+    return picks;
+  };
+  CHECK(run(7) == run(7));
+  CHECK(run(7) != run(8));
+}
+
+TEST_CASE("placement: predicted blocks hold a prefix until they expire",
+          "[placement]") {
+  manual_clock clk;
+  auto cfg = mode("kv");
+  cfg.prediction_ttl = 5s;
+  placement p{cfg, clk.fn(), 1};
+  p.add_worker(worker("a"));
+  p.add_worker(worker("b"));
+  auto first = place(p, prompt(0));
+  REQUIRE(first.ok);
+  CHECK(first.prompt_blocks == 4);
+  CHECK(first.overlap_blocks == 0); // the index knows nothing yet
+  p.prefilled(first.key);
+  // Before any KV event: the prediction makes the same rank the cheapest
+  // (its decode blocks are shared, the other rank would prefill all).
+  clk.t += 4s;
+  auto again = place(p, prompt(0));
+  CHECK(again.worker_id == first.worker_id);
+  CHECK(again.chosen_overlap_blocks == 4);
+  p.release(again.key);
+  // Past the lifetime (counted from the last prefill) the prediction is
+  // gone; the first request still holds its blocks there, so the other rank
+  // is cheaper now.
+  clk.t += 4s;
+  auto third = place(p, prompt(0));
+  CHECK(third.worker_id == first.worker_id); // refreshed at 4s
+  p.release(third.key);
+  clk.t += 6s;
+  auto later = place(p, prompt(0));
+  CHECK(later.worker_id != first.worker_id);
+}
+
+TEST_CASE("placement: a prefix stays predicted while its request waits, "
+          "however long the queue",
+          "[placement]") {
+  manual_clock clk;
+  auto cfg = mode("kv");
+  cfg.prediction_ttl = 2s;
+  placement p{cfg, clk.fn(), 1};
+  p.add_worker(worker("a"));
+  p.add_worker(worker("b"));
+  auto first = place(p, prompt(0));
+  REQUIRE(first.ok);
+  // A minute in the engine's queue: never prefilled, no KV event yet. A
+  // request with the same prefix still goes where it will be computed,
+  // and is booked as reusing it (only its own blocks to prefill).
+  clk.t += 60s;
+  auto second = place(p, prompt(0));
+  CHECK(second.worker_id == first.worker_id);
+  CHECK(second.chosen_overlap_blocks == 4);
+  CHECK(second.overlap_blocks == 0); // the index itself knows nothing
+  CHECK(p.load(second.slot).prefill_tokens == prompt(0).size());
+  // Once both are prefilled the prediction lasts the TTL, then goes.
+  p.prefilled(first.key);
+  p.prefilled(second.key);
+  clk.t += 1s;
+  auto third = place(p, prompt(0));
+  CHECK(third.chosen_overlap_blocks == 4);
+  p.release(third.key);
+  clk.t += 60s;
+  p.release(first.key);
+  p.release(second.key);
+  auto last = place(p, prompt(0));
+  CHECK(last.chosen_overlap_blocks == 0);
+}
+
+TEST_CASE("placement: KV events make the index win over an idle rank",
+          "[placement]") {
+  manual_clock clk;
+  placement p{mode("kv"), clk.fn(), 3};
+  p.add_worker(worker("a"));
+  p.add_worker(worker("b"));
+  // b reports the prompt's blocks as stored.
+  auto tokens = prompt(500);
+  worker_events ev;
+  ev.worker_id = "b";
+  kv::block_stored stored;
+  stored.block_size = 4;
+  stored.token_ids = tokens;
+  for (uint64_t i = 0; i < 4; ++i)
+    stored.block_hashes.push_back(1000 + i);
+  ev.events.emplace_back(stored);
+  REQUIRE(p.apply_events(ev));
+  auto d = place(p, tokens);
+  CHECK(d.worker_id == "b");
+  CHECK(d.overlap_blocks == 4);
+  // Unknown workers and ranks are refused, not applied.
+  ev.worker_id = "zz";
+  CHECK_FALSE(p.apply_events(ev));
+  ev.worker_id = "b";
+  ev.rank = 3;
+  CHECK_FALSE(p.apply_events(ev));
+}
+
+TEST_CASE("placement: every rank above the queue threshold means wait",
+          "[placement]") {
+  manual_clock clk;
+  auto cfg = mode("round-robin");
+  cfg.queue_threshold = 10;
+  placement p{cfg, clk.fn(), 1};
+  p.add_worker(worker("a"));
+  p.add_worker(worker("b"));
+  auto d1 = place(p, prompt(0));
+  auto d2 = place(p, prompt(100));
+  REQUIRE(d1.ok);
+  REQUIRE(d2.ok);
+  CHECK(d1.worker_id != d2.worker_id);
+  auto d3 = place(p, prompt(200));
+  CHECK_FALSE(d3.ok);
+  CHECK(d3.busy);
+  // One prompt computed: its rank takes work again.
+  auto slot = p.prefilled(d1.key);
+  REQUIRE(slot);
+  CHECK(p.load(*slot).prefill_tokens == 0);
+  CHECK(p.load(*slot).decode_blocks == 4);
+  auto d4 = place(p, prompt(300));
+  REQUIRE(d4.ok);
+  CHECK(d4.worker_id == d1.worker_id);
+  p.release(d1.key);
+  CHECK(p.load(*slot).decode_blocks == 4); // d4's
+}
+
+TEST_CASE("placement: workers of another model or block size are refused",
+          "[placement]") {
+  manual_clock clk;
+  auto cfg = mode("kv");
+  cfg.model = "m";
+  placement p{cfg, clk.fn(), 1};
+  CHECK(p.add_worker(worker("a")) == placement::join::joined);
+  CHECK(p.add_worker(worker("a")) == placement::join::unchanged);
+  auto other = worker("b");
+  other.model = "x";
+  CHECK(p.add_worker(other) == placement::join::refused_model);
+  other = worker("c");
+  other.kv_block_size = 16;
+  CHECK(p.add_worker(other) == placement::join::refused_block_size);
+  p.remove_worker("a");
+  CHECK_FALSE(place(p, prompt(0)).ok);
+}
+
+TEST_CASE("placement: an engine's own KV report counts while it is fresh",
+          "[placement]") {
+  manual_clock clk;
+  placement p{mode("kv"), clk.fn(), 1};
+  p.add_worker(worker("a"));
+  auto before = place(p, prompt(0));
+  CHECK(before.engine_used_kv_blocks == -1); // nothing reported yet
+  p.release(before.key);
+  p.engine_reported({"a", {{0, 120, 1000}, {7, 5, 5}}}); // rank 7: no such
+  p.engine_reported({"nobody", {{0, 1, 1}}});
+  auto d = place(p, prompt(0));
+  CHECK(d.engine_used_kv_blocks == 120);
+  auto v = p.view();
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].engine_used_kv_blocks == 120);
+  CHECK(v[0].engine_total_kv_blocks == 1000);
+  p.release(d.key);
+  // A report older than engine_load_fresh (3 s) is not believed.
+  clk.t += 4s;
+  CHECK(place(p, prompt(0)).engine_used_kv_blocks == -1);
+}
+
+TEST_CASE("placement: an eviction the engine reports ends a prediction at "
+          "once, but not a queued request's",
+          "[placement]") {
+  manual_clock clk;
+  auto cfg = mode("kv");
+  cfg.prediction_ttl = 5s;
+  placement p{cfg, clk.fn(), 1};
+  p.add_worker(worker("a"));
+  p.add_worker(worker("b"));
+  auto tokens = prompt(700);
+  auto first = place(p, tokens);
+  REQUIRE(first.ok);
+  p.prefilled(first.key);
+  p.release(first.key);
+  // The engine stores the prompt's blocks, then evicts them, well within
+  // the prediction's 5 s.
+  worker_events ev;
+  ev.worker_id = first.worker_id;
+  kv::block_stored stored;
+  stored.block_size = 4;
+  stored.token_ids = tokens;
+  kv::block_removed removed;
+  for (uint64_t i = 0; i < 4; ++i) {
+    stored.block_hashes.push_back(2000 + i);
+    removed.block_hashes.push_back(2000 + i);
+  }
+  ev.events = {stored};
+  REQUIRE(p.apply_events(ev));
+  clk.t += 1s;
+  auto held = place(p, tokens);
+  CHECK(held.overlap_blocks == 4); // the index has them
+  // Queued there, not yet prefilled: a removal does not undo this request's
+  // own prediction (it will compute the blocks again).
+  ev.events = {removed};
+  REQUIRE(p.apply_events(ev));
+  auto follower = place(p, tokens);
+  CHECK(follower.worker_id == held.worker_id);
+  CHECK(follower.chosen_overlap_blocks == 4);
+  CHECK(follower.overlap_blocks == 0);
+  p.release(follower.key);
+  p.prefilled(held.key);
+  p.release(held.key);
+  // Computed again, stored and evicted again: nothing is predicted any
+  // more, though its TTL has not run out.
+  ev.events = {stored, removed};
+  REQUIRE(p.apply_events(ev));
+  clk.t += 1s;
+  auto after = place(p, tokens);
+  CHECK(after.chosen_overlap_blocks == 0);
+  CHECK(after.best_overlap_blocks == 0);
+}
+
+TEST_CASE("placement: an adapter's request goes only to workers serving the "
+          "adapter, and is keyed by it",
+          "[placement]") {
+  manual_clock clk;
+  placement p{mode("kv"), clk.fn(), 1};
+  auto with_sql = worker("a");
+  with_sql.lora_adapters = {"sql"};
+  p.add_worker(with_sql);
+  p.add_worker(worker("b"));
+  route_request req;
+  req.tokens = prompt(100);
+  req.identity.lora = "sql";
+  for (int i = 0; i < 8; ++i) {
+    auto d = p.place(req);
+    REQUIRE(d.ok);
+    CHECK(d.worker_id == "a");
+    p.release(d.key);
+  }
+  req.identity.lora = "chat";
+  auto none = p.place(req);
+  CHECK_FALSE(none.ok);
+  CHECK(none.error.find("serving adapter 'chat'") != std::string::npos);
+  // Blocks of the adapter do not match the base model's prompt.
+  kv::block_stored s;
+  s.block_hashes = {1, 2, 3, 4};
+  s.token_ids = prompt(100);
+  s.block_size = 4;
+  s.lora_name = "sql";
+  REQUIRE(p.apply_events(worker_events{"b", 0, false, {s}}));
+  auto base = place(p, prompt(100));
+  REQUIRE(base.ok);
+  CHECK(base.overlap_blocks == 0);
+  req.identity.lora = "sql";
+  auto lora_on_b = p.place(req); // b does not serve it: a, no overlap
+  CHECK(lora_on_b.worker_id == "a");
+}

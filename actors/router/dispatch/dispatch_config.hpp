@@ -1,0 +1,53 @@
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "actors/router/core/disagg_policy.hpp"
+#include "runtime/metrics.hpp"
+
+namespace grpc {
+class ChannelCredentials;
+} // namespace grpc
+
+namespace outrider::router {
+
+/// How the dispatcher sends requests; given whole at construction.
+struct dispatch_config {
+  /// Times a broken stream moves to another worker.
+  int migration_limit = 3;
+  /// Conditional disaggregation; none: every worker prefills its own.
+  std::optional<disagg_config> disagg;
+  /// The router's queue threshold (the prefill-load policy's default).
+  std::optional<double> queue_threshold;
+  /// `--dispatch direct`: straight to the engines, not through the relays.
+  bool direct = false;
+  /// Every engine call of a request ends by this long after it began.
+  std::chrono::milliseconds request_timeout{std::chrono::minutes{30}};
+  /// How calls to the sidecars' relays are secured (--tls-*; null:
+  /// plaintext); engines are spoken to in plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> relay_credentials;
+  std::string relay_server_name; // --tls-server-name
+};
+
+/// The dispatcher's metric handles, built once.
+struct dispatch_stats {
+  runtime::histogram* ttft = nullptr;
+  runtime::histogram* itl = nullptr;
+  runtime::histogram* overhead = nullptr;
+  runtime::counter* migrations = nullptr;
+  runtime::gauge* queue_depth = nullptr;
+  runtime::gauge* in_flight = nullptr;
+  runtime::counter* decode_load_engine = nullptr;
+  runtime::counter* decode_load_books = nullptr;
+  std::map<std::string, runtime::counter*> disagg_outcomes;
+  runtime::counter& disagg(const std::string& outcome) {
+    return *disagg_outcomes.at(outcome);
+  }
+  static dispatch_stats make();
+};
+
+} // namespace outrider::router

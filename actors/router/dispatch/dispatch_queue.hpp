@@ -1,0 +1,70 @@
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "actors/router/brain/kv_router.hpp"
+#include "actors/router/dispatch/dispatch_config.hpp"
+#include "runtime/actor_slot.hpp"
+
+namespace outrider::router {
+
+/// Placement through the router actor, with no thread per request: one
+/// short-lived actor per placement asks the router actor's current
+/// incarnation, waits out its restarts (up to 3 s, also while no worker is
+/// known yet) and, when asked to queue, waits in line while every worker is
+/// busy (up to 5 min): one line per role asked for, first come first, only
+/// the first of a line asking again, woken when a booking shrinks.
+class dispatch_queue {
+ public:
+  using placed_fn = std::function<void(route_decision)>;
+
+  dispatch_queue(caf::actor_system& sys,
+                 runtime::slot_ptr<kv_router_actor> router,
+                 runtime::gauge& queue_depth);
+  dispatch_queue(const dispatch_queue&) = delete;
+  dispatch_queue& operator=(const dispatch_queue&) = delete;
+
+  /// Asks for a rank; `done` gets the decision once.
+  void place(std::shared_ptr<const route_request> req, bool queue,
+             placed_fn done);
+  /// A booking shrank (the prompt is computed) or went (`finished`): tells
+  /// the router actor and wakes the first of every line.
+  void unbook(uint64_t key, bool finished);
+  /// No more waiting in line: everyone waiting is answered now.
+  void begin_shutdown();
+  /// No more waiting for a router restart either (everything is cancelled).
+  void cut() {
+    cut_ = true;
+    shutting_down_ = true;
+  }
+
+ private:
+  struct job;
+  void place_once(caf::event_based_actor* self, const std::shared_ptr<job>& j);
+  void placed(caf::event_based_actor* self, const std::shared_ptr<job>& j,
+              uint64_t generation, route_decision d, bool down);
+  bool join_line(const std::shared_ptr<job>& j); // true: first of its line
+  void leave_line(const std::shared_ptr<job>& j);
+  void retry_later(caf::event_based_actor* self, const std::shared_ptr<job>& j,
+                   std::chrono::milliseconds after);
+
+  caf::actor_system& sys_;
+  runtime::slot_ptr<kv_router_actor> router_; // the current incarnation
+  runtime::gauge& queue_depth_;
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> cut_{false};
+  // The router actor's generation that last placed a request.
+  std::atomic<uint64_t> placed_generation_{0};
+  std::mutex mtx_;
+  // One line per role asked for (none: any worker that decodes); mtx_.
+  std::map<std::optional<engine::worker_role>, std::deque<std::shared_ptr<job>>>
+    lines_;
+};
+
+} // namespace outrider::router

@@ -1,0 +1,54 @@
+#include "actors/router/dispatch/engine_calls.hpp"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "cluster/tls.hpp"
+
+namespace outrider::router {
+
+engine_calls::engine_calls(const dispatch_config& cfg)
+  : relay_creds_(cfg.relay_credentials),
+    relay_server_name_(cfg.relay_server_name) {}
+
+engine_calls::~engine_calls() {
+  chores_.stop();
+}
+
+std::shared_ptr<grpc::Channel>
+engine_calls::channel_for(const std::string& endpoint, bool relay) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto& ch = channels_[endpoint];
+  if (!ch)
+    ch = relay && relay_creds_
+           ? cluster::relay_channel(endpoint, relay_creds_, relay_server_name_)
+           : grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
+  return ch;
+}
+
+bool engine_calls::track(grpc::ClientContext* ctx) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (cut_.load())
+    return false;
+  calls_.insert(ctx);
+  return true;
+}
+
+void engine_calls::untrack(grpc::ClientContext* ctx) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  calls_.erase(ctx);
+}
+
+void engine_calls::chore(std::function<void()> fn) {
+  if (!chores_.try_run(std::move(fn)))
+    spdlog::warn("router: too many engine aborts pending; one was dropped");
+}
+
+void engine_calls::cancel_all() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  cut_ = true;
+  for (auto* ctx : calls_)
+    ctx->TryCancel();
+}
+
+} // namespace outrider::router

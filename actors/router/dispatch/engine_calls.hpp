@@ -1,0 +1,57 @@
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "actors/router/dispatch/dispatch_config.hpp"
+#include "runtime/worker_pool.hpp"
+
+namespace grpc {
+class Channel;
+class ClientContext;
+} // namespace grpc
+
+namespace outrider::router {
+
+/// The dispatcher's engine calls: one channel per endpoint, the calls in
+/// flight (so that a shutdown reaches every one), and the blocking chores
+/// around them (aborts on engines), run off gRPC's threads.
+class engine_calls {
+ public:
+  explicit engine_calls(const dispatch_config& cfg);
+  ~engine_calls(); // waits for the chores
+  engine_calls(const engine_calls&) = delete;
+  engine_calls& operator=(const engine_calls&) = delete;
+
+  /// `relay`: a sidecar's relay (with the relay credentials), else an
+  /// engine (plaintext).
+  std::shared_ptr<grpc::Channel> channel_for(const std::string& endpoint,
+                                             bool relay);
+  /// Registers a call about to start; false (nothing registered) once
+  /// everything was cancelled.
+  bool track(grpc::ClientContext* ctx);
+  void untrack(grpc::ClientContext* ctx);
+  /// Runs a blocking chore off gRPC's threads (bounded; dropped and logged
+  /// beyond).
+  void chore(std::function<void()> fn);
+  /// Cancels every call in flight; later ones are refused by `track`.
+  void cancel_all();
+  /// True once `cancel_all` ran.
+  bool cut() const { return cut_.load(); }
+
+ private:
+  std::shared_ptr<grpc::ChannelCredentials> relay_creds_;
+  std::string relay_server_name_;
+  std::atomic<bool> cut_{false};
+  std::mutex mtx_;
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_; // mtx_
+  std::set<grpc::ClientContext*> calls_;                           // mtx_
+  runtime::worker_pool chores_{2, 4096};
+};
+
+} // namespace outrider::router

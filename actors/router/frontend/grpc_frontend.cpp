@@ -1,0 +1,267 @@
+#include "actors/router/frontend/grpc_frontend.hpp"
+
+#include <deque>
+#include <mutex>
+
+#include <grpcpp/grpcpp.h>
+
+#include "cluster/engine/token_queue.hpp"
+#include "openengine.grpc.pb.h"
+
+namespace outrider::router {
+
+struct grpc_frontend::state {
+  dispatcher& d;
+  std::function<std::vector<std::string>()> models;
+  size_t max_streams;
+  std::atomic<size_t> streams{0};
+  runtime::counter* refused = &runtime::global_metrics().get_counter(
+    "outrider_router_grpc_refused_total",
+    "gRPC frontend requests refused: too many streams or shutting down");
+};
+
+namespace {
+
+using frontend_state = grpc_frontend::state;
+
+namespace oe = openengine::v1;
+using grpc::Status;
+using grpc::StatusCode;
+
+StatusCode code_for(int http_status) {
+  switch (http_status) {
+  case 400:
+    return StatusCode::INVALID_ARGUMENT;
+  case 404:
+    return StatusCode::NOT_FOUND;
+  case 499:
+    return StatusCode::CANCELLED;
+  case 503:
+    return StatusCode::UNAVAILABLE;
+  case 504:
+    return StatusCode::DEADLINE_EXCEEDED;
+  default:
+    return StatusCode::INTERNAL;
+  }
+}
+
+class refused final : public grpc::ServerWriteReactor<oe::GenerateResponse> {
+ public:
+  explicit refused(Status st) { Finish(std::move(st)); }
+  void OnDone() override { delete this; }
+};
+
+// The request's checks; OK when it may be dispatched.
+Status check(const oe::GenerateRequest& in,
+             const std::vector<std::string>& models) {
+  if (in.has_prompt())
+    return {StatusCode::INVALID_ARGUMENT,
+            "text prompts need a tokenizer; send token_ids"};
+  if (in.token_ids().ids_size() == 0)
+    return {StatusCode::INVALID_ARGUMENT, "the prompt is empty"};
+  if (!in.model().empty() && !models.empty() &&
+      std::find(models.begin(), models.end(), in.model()) == models.end())
+    return {StatusCode::NOT_FOUND,
+            "the model '" + in.model() + "' is not served"};
+  const auto& stop = in.stopping();
+  if (stop.has_max_tokens() && stop.max_tokens() == 0)
+    return {StatusCode::INVALID_ARGUMENT, "max_tokens must be at least 1"};
+  return Status::OK;
+}
+
+// One Generate call: the server reactor towards the client and the
+// dispatcher's token sink. It goes when both gRPC (OnDone) and the
+// dispatcher (its outcome) are through with it.
+class generate_call final
+  : public grpc::ServerWriteReactor<oe::GenerateResponse> {
+ public:
+  generate_call(frontend_state& s, const oe::GenerateRequest& in)
+    : s_(s), id_(in.request_id()) {
+    ++s_.streams;
+    generate_params p;
+    p.prompt.assign(in.token_ids().ids().begin(), in.token_ids().ids().end());
+    const auto& stop = in.stopping();
+    p.max_tokens = stop.has_max_tokens() ? stop.max_tokens() : 16;
+    if (in.sampling().has_temperature())
+      p.temperature = in.sampling().temperature();
+    p.lora = in.lora_name();
+    p.cache_salt = in.kv().cache_salt();
+    oe::GenerateResponse first;
+    first.set_request_id(id_);
+    first.mutable_prompt()->set_num_prompt_tokens(
+      static_cast<uint32_t>(p.prompt.size()));
+    {
+      std::unique_lock<std::mutex> guard{mtx_};
+      queue_.push_back(std::move(first));
+      write_next(guard);
+    }
+    s_.d.generate(
+      std::move(p),
+      [this](const std::vector<uint32_t>& t) { return tokens(t); },
+      [this](generate_outcome o) { generated(std::move(o)); });
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock<std::mutex> guard{mtx_};
+    writing_ = false;
+    if (!ok) {
+      gone_ = true;
+      queue_.clear();
+    }
+    if (!queue_.empty())
+      return write_next(guard);
+    if (generated_)
+      finish(guard);
+  }
+
+  void OnCancel() override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    gone_ = true; // the dispatcher cancels at the next token
+  }
+
+  void OnDone() override { release(); }
+
+ private:
+  bool tokens(const std::vector<uint32_t>& toks) {
+    std::unique_lock<std::mutex> guard{mtx_};
+    if (gone_)
+      return false;
+    oe::GenerateResponse r;
+    r.set_request_id(id_);
+    auto* t = r.mutable_token();
+    t->set_output_index(0);
+    for (auto tok : toks)
+      t->add_tokens()->set_token_id(tok);
+    engine::enqueue_coalesced(queue_, std::move(r));
+    write_next(guard);
+    return true;
+  }
+
+  void generated(generate_outcome o) {
+    {
+      std::unique_lock<std::mutex> guard{mtx_};
+      generated_ = true;
+      if (!o.ok) {
+        status_ = Status{code_for(o.http_status), o.error};
+      } else if (!gone_) {
+        oe::GenerateResponse fin;
+        fin.set_request_id(id_);
+        fin.mutable_finished()->set_reason(o.finish_reason == "stop"
+                                             ? oe::FINISH_REASON_STOP
+                                             : oe::FINISH_REASON_LENGTH);
+        auto* u = fin.mutable_usage();
+        auto completion = static_cast<uint32_t>(o.tokens.size());
+        u->set_prompt_tokens(o.prompt_tokens);
+        u->set_completion_tokens(completion);
+        u->set_total_tokens(o.prompt_tokens + completion);
+        u->set_cached_prompt_tokens(o.cached_tokens);
+        queue_.push_back(std::move(fin));
+      }
+      if (!writing_ && !queue_.empty() && !gone_)
+        write_next(guard);
+      else if (!writing_)
+        finish(guard);
+    }
+    release();
+  }
+
+  // Under mtx_: starts the next write unless one is in flight.
+  void write_next(std::unique_lock<std::mutex>&) {
+    if (writing_ || queue_.empty() || gone_)
+      return;
+    writing_ = true;
+    current_ = std::move(queue_.front());
+    queue_.pop_front();
+    StartWrite(&current_);
+  }
+
+  void finish(std::unique_lock<std::mutex>&) {
+    if (finished_)
+      return;
+    finished_ = true;
+    Finish(status_);
+  }
+
+  void release() {
+    if (owners_.fetch_sub(1) == 1) {
+      --s_.streams;
+      delete this;
+    }
+  }
+
+  frontend_state& s_;
+  std::string id_;
+  std::atomic<int> owners_{2}; // gRPC and the dispatcher
+  std::mutex mtx_;
+  std::deque<oe::GenerateResponse> queue_; // guarded by mtx_
+  oe::GenerateResponse current_;           // being written
+  bool writing_ = false;                   // guarded by mtx_
+  bool gone_ = false;                      // guarded by mtx_
+  bool generated_ = false;                 // guarded by mtx_
+  bool finished_ = false;                  // guarded by mtx_
+  Status status_;                          // guarded by mtx_
+};
+
+class inference final : public oe::Inference::CallbackService {
+ public:
+  explicit inference(frontend_state& s) : s_(s) {}
+
+  grpc::ServerWriteReactor<oe::GenerateResponse>*
+  Generate(grpc::CallbackServerContext*,
+           const oe::GenerateRequest* in) override {
+    if (s_.d.shutting_down()) {
+      s_.refused->inc();
+      return new refused(
+        {StatusCode::UNAVAILABLE, "the router is shutting down"});
+    }
+    if (s_.streams.load() >= s_.max_streams) {
+      s_.refused->inc();
+      return new refused({StatusCode::RESOURCE_EXHAUSTED,
+                          "the router carries " +
+                            std::to_string(s_.max_streams) +
+                            " streams already (--grpc-max-streams)"});
+    }
+    if (auto st = check(*in, s_.models()); !st.ok())
+      return new refused(std::move(st));
+    return new generate_call(s_, *in);
+  }
+
+ private:
+  frontend_state& s_;
+};
+
+} // namespace
+
+grpc_frontend::grpc_frontend(dispatcher& d,
+                             std::function<std::vector<std::string>()> models,
+                             size_t max_streams)
+  : state_(new state{d, std::move(models), max_streams}),
+    service_(std::make_unique<inference>(*state_)) {}
+
+grpc_frontend::~grpc_frontend() {
+  stop();
+}
+
+std::string
+grpc_frontend::start(const std::string& host, uint16_t port,
+                     std::shared_ptr<grpc::ServerCredentials> creds) {
+  grpc::ServerBuilder builder;
+  int bound = 0;
+  auto address = host + ":" + std::to_string(port);
+  builder.AddListeningPort(address, std::move(creds), &bound);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_ || bound == 0)
+    return "cannot listen on " + address;
+  return {};
+}
+
+void grpc_frontend::stop() {
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds{1});
+    server_.reset();
+  }
+}
+
+} // namespace outrider::router

@@ -1,0 +1,355 @@
+#include "actors/router/frontend/http_frontend.hpp"
+
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "cluster/text/text_stream.hpp"
+
+namespace outrider::router {
+
+namespace {
+
+const std::string shutting_down = "the router is shutting down";
+
+runtime::http_response busy(const std::string& why) {
+  auto r = api_error(503, why, "overloaded", "server_error");
+  r.headers["Retry-After"] = "1";
+  return r;
+}
+
+runtime::histogram& tokenize_seconds() {
+  static auto& h = runtime::global_metrics().get_histogram(
+    "outrider_router_tokenize_seconds", "Time to tokenize one text prompt",
+    {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1});
+  return h;
+}
+
+// The text side of one request: generated ids to text, stop strings.
+// Without a tokenizer the text is the ids. Its calls come one at a time
+// (the token callbacks and the last one are serialised).
+struct text_side {
+  std::optional<text::text_stream> stream;
+  std::string text; // a whole completion's, so far
+  bool stopped = false;
+
+  text_side(const std::shared_ptr<const text::tokenizer>& t,
+            std::vector<std::string> stop) {
+    if (t)
+      stream.emplace(t, std::move(stop));
+  }
+  /// The text of a chunk; `kept`: its ids up to a stop string.
+  std::string chunk(const std::vector<uint32_t>& ids,
+                    std::vector<uint32_t>& kept) {
+    if (!stream) {
+      kept = ids;
+      return ids_as_text(ids);
+    }
+    std::string out;
+    for (auto id : ids) {
+      if (stream->stopped())
+        break;
+      out += stream->push(id);
+      kept.push_back(id);
+    }
+    stopped = stream->stopped();
+    return out;
+  }
+  /// At the end: a stop string reached counts as a finished request.
+  std::string finish(generate_outcome& o) {
+    if (!stream)
+      return {};
+    if (stopped) {
+      o.ok = true;
+      o.http_status = 200;
+      o.error.clear();
+      o.finish_reason = "stop";
+      o.tokens.resize(std::min(o.tokens.size(), stream->tokens_used()));
+      return {};
+    }
+    return stream->finish();
+  }
+};
+
+// The server-sent events of one stream: completions' (text and token ids
+// per chunk) or chat's (a role chunk first, then content deltas).
+class sse_format {
+ public:
+  sse_format(bool chat, const std::string& model)
+    : id_(chat ? chat_completion_id() : completion_id()),
+      created_(now_seconds()), model_(model) {
+    if (chat)
+      chat_.emplace(id_, created_, model_);
+    else
+      completions_.emplace(id_, created_, model_);
+  }
+  std::string first() const { return chat_ ? chat_->role() : std::string{}; }
+  std::string chunk(const std::vector<uint32_t>& ids, const std::string& text,
+                    bool has_text) const {
+    if (chat_)
+      return text.empty() ? std::string{} : chat_->text(text);
+    return (*completions_)(ids, has_text ? &text : nullptr);
+  }
+  std::string last(const std::string& rest, const generate_outcome& o) const {
+    if (chat_)
+      return chat_->last(rest, o);
+    return completion_event(id_, created_, model_, {}, rest, &o.finish_reason,
+                            &o);
+  }
+
+ private:
+  std::string id_;
+  int64_t created_;
+  std::string model_;
+  std::optional<token_event_writer> completions_;
+  std::optional<chat_chunk_writer> chat_;
+};
+
+} // namespace
+
+http_frontend::http_frontend(dispatcher& d,
+                             std::function<std::vector<std::string>()> models,
+                             frontend_config cfg)
+  : dispatcher_(d), models_(std::move(models)), cfg_(cfg),
+    tokenize_pool_(std::make_unique<runtime::worker_pool>(
+      std::max<size_t>(1, cfg.tokenizer_threads), 4096)),
+    server_("frontend",
+            runtime::http_server::async_handler{
+              [this](std::shared_ptr<runtime::http_exchange> ex) {
+                serve(std::move(ex));
+              }},
+            cfg.http) {}
+
+http_frontend::~http_frontend() {
+  stop(std::chrono::milliseconds{0});
+}
+
+caf::error http_frontend::start(const std::string& host, uint16_t port) {
+  if (cfg_.tls)
+    if (auto err = server_.use_tls(cfg_.tls->cert, cfg_.tls->key, cfg_.tls->ca))
+      return err;
+  return server_.start(host, port);
+}
+
+void http_frontend::drain() {
+  draining_ = true;
+}
+
+void http_frontend::stop(std::chrono::milliseconds grace) {
+  draining_ = true;
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  while (in_flight_.load() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  if (auto left = in_flight_.load(); left > 0)
+    spdlog::warn("frontend: ending {} request(s) still in flight", left);
+  // The rest end now, with an error event; their engine requests are
+  // cancelled. Then the connections close.
+  cut_ = true;
+  tokenize_pool_->stop(); // what it still holds answers 503 (cut_)
+  dispatcher_.cancel_all(std::chrono::milliseconds{1000});
+  server_.stop(); // waits for handlers to release their exchanges
+}
+
+bool http_frontend::admit() {
+  if (in_flight_.fetch_add(1) < cfg_.max_in_flight)
+    return true;
+  in_flight_.fetch_sub(1);
+  return false;
+}
+
+// On an I/O thread: nothing here blocks (the dispatcher answers in
+// callbacks).
+void http_frontend::serve(std::shared_ptr<runtime::http_exchange> ex) {
+  static auto& requests = runtime::global_metrics().get_counter(
+    "outrider_http_requests_total", "Frontend requests", {{"path", "all"}});
+  requests.inc();
+  const auto& req = ex->request();
+  if (req.path == "/v1/models" && req.method == "GET")
+    return ex->respond(models_response(models_()));
+  bool chat = req.path == "/v1/chat/completions";
+  if (req.path != "/v1/completions" && req.path != "/v1/models" && !chat)
+    return ex->respond(api_error(404, "unknown path " + req.path, "not_found"));
+  if (req.method != "POST" || req.path == "/v1/models")
+    return ex->respond(
+      api_error(405, "method not allowed", "method_not_allowed"));
+  if (draining_.load()) {
+    auto r = api_error(503, shutting_down, "shutting_down", "server_error");
+    r.headers["Connection"] = "close";
+    return ex->respond(std::move(r));
+  }
+  completion_request c;
+  if (chat && !cfg_.chat_template)
+    return ex->respond(api_error(
+      400,
+      cfg_.tokenizer ? "the model's chat template cannot be used: " +
+                         cfg_.chat_template_error
+                     : "chat needs the model's tokenizer and chat template "
+                       "(start the router with --tokenizer DIR)",
+      "chat_unsupported"));
+  if (auto bad = chat ? parse_chat(req.body, models_(), cfg_.api, c)
+                      : parse_completion(req.body, models_(), cfg_.api,
+                                         cfg_.tokenizer != nullptr, c))
+    return ex->respond(std::move(*bad));
+  if (cfg_.is_adapter && cfg_.is_adapter(c.model))
+    c.params.lora = c.model;
+  if (!admit())
+    return ex->respond(busy("too many requests in flight"));
+  if (!c.prompt_text && !c.chat)
+    return run(std::move(ex), std::move(c));
+  if (!tokenize_pool_->try_run(
+        [this, ex, c]() mutable { tokenize(ex, std::move(c)); })) {
+    finished();
+    ex->respond(busy("too many prompts waiting to be tokenized"));
+  }
+}
+
+void http_frontend::tokenize(const std::shared_ptr<runtime::http_exchange>& ex,
+                             completion_request c) {
+  if (cut_.load() || ex->gone()) {
+    if (!ex->gone())
+      ex->respond(
+        api_error(503, shutting_down, "shutting_down", "server_error"));
+    return finished();
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<uint32_t> ids;
+  if (c.chat) {
+    // The template writes the special tokens (BOS included) itself.
+    std::string why;
+    auto text = render_chat(c, &why);
+    if (!text) {
+      ex->respond(api_error(400, why, "chat_template_failed"));
+      return finished();
+    }
+    ids = cfg_.tokenizer->encode(*text, false);
+  } else {
+    ids = cfg_.tokenizer->encode(*c.prompt_text);
+  }
+  auto took = std::chrono::steady_clock::now() - t0;
+  tokenize_seconds().observe(std::chrono::duration<double>(took).count());
+  c.prompt_text.reset();
+  if (ids.size() > cfg_.api.max_prompt_tokens) {
+    ex->respond(api_error(400,
+                          "the prompt has " + std::to_string(ids.size()) +
+                            " tokens; the limit is " +
+                            std::to_string(cfg_.api.max_prompt_tokens),
+                          "prompt_too_long"));
+    return finished();
+  }
+  c.params.prompt = std::move(ids);
+  c.params.preprocess = took;
+  run(ex, std::move(c));
+}
+
+std::optional<std::string>
+http_frontend::render_chat(const completion_request& c,
+                           std::string* why) const {
+  auto vars = nlohmann::ordered_json::parse(c.chat_vars);
+  vars["bos_token"] = cfg_.tokenizer->bos_token();
+  vars["eos_token"] = cfg_.tokenizer->eos_token();
+  return cfg_.chat_template->render(vars, why);
+}
+
+void http_frontend::run(std::shared_ptr<runtime::http_exchange> ex,
+                        completion_request c) {
+  if (c.stream)
+    stream(std::move(ex), std::move(c));
+  else
+    generate(std::move(ex), std::move(c));
+}
+
+void http_frontend::generate(std::shared_ptr<runtime::http_exchange> ex,
+                             completion_request c) {
+  auto* raw = ex.get();
+  auto params = c.params;
+  auto text = std::make_shared<text_side>(cfg_.tokenizer, c.stop);
+  dispatcher_.generate(
+    std::move(params),
+    [this, raw, text](const std::vector<uint32_t>& ids) {
+      std::vector<uint32_t> kept;
+      text->text += text->chunk(ids, kept);
+      return !text->stopped && wanted(*raw);
+    },
+    [this, ex, text, c = std::move(c)](generate_outcome o) {
+      text->text += text->finish(o);
+      if (!text->stream)
+        text->text = ids_as_text(o.tokens);
+      if (cut_.load())
+        ex->respond(
+          api_error(503, shutting_down, "shutting_down", "server_error"));
+      else if (ex->gone()) {
+        // nobody to answer (the engine request was cancelled)
+      } else if (!o.ok)
+        ex->respond(api_error(o.http_status, o.error, "generation_failed",
+                              "server_error"));
+      else
+        ex->respond(
+          c.chat
+            ? chat_response(chat_completion_id(), c.model, o, text->text)
+            : completion_response(completion_id(), c.model, o, text->text));
+      finished();
+    });
+}
+
+// Server-sent events. The headers wait for the first tokens: a request that
+// fails before any (no worker, refused by the engine, timed out) gets its
+// HTTP status, as OpenAI's API answers, instead of a 200 and an error
+// event. Then one event per chunk and [DONE]; while a write is in flight,
+// events queue and go out together. The token callbacks and the last one
+// come one at a time, in order, so `begun` needs no lock.
+void http_frontend::stream(std::shared_ptr<runtime::http_exchange> ex,
+                           completion_request c) {
+  auto* raw = ex.get();
+  auto params = c.params;
+  auto events = std::make_shared<const sse_format>(c.chat, c.model);
+  auto text = std::make_shared<text_side>(cfg_.tokenizer, c.stop);
+  auto begun = std::make_shared<bool>(false);
+  auto begin = [raw, begun, events] {
+    if (*begun)
+      return;
+    *begun = true;
+    raw->begin_stream(200, "text/event-stream",
+                      {{"Cache-Control", "no-cache"}});
+    if (auto first = events->first(); !first.empty())
+      raw->send(first);
+  };
+  dispatcher_.generate(
+    std::move(params),
+    [this, raw, events, begin, text](const std::vector<uint32_t>& toks) {
+      if (!wanted(*raw))
+        return false;
+      begin();
+      std::vector<uint32_t> kept;
+      auto chunk = text->chunk(toks, kept);
+      auto ev = kept.empty()
+                  ? std::string{}
+                  : events->chunk(kept, chunk, text->stream.has_value());
+      bool sent = ev.empty() || raw->send(ev);
+      return sent && !text->stopped;
+    },
+    [this, ex, events, begun, begin, text](generate_outcome o) {
+      auto rest = text->finish(o);
+      if (ex->gone()) {
+        // nobody to answer (the engine request was cancelled)
+      } else if (!*begun && (cut_.load() || !o.ok)) {
+        ex->respond(
+          cut_.load()
+            ? api_error(503, shutting_down, "shutting_down", "server_error")
+            : api_error(o.http_status, o.error, "generation_failed",
+                        "server_error"));
+      } else {
+        begin();
+        if (cut_.load())
+          ex->send(error_event(shutting_down));
+        else if (o.ok)
+          ex->send(events->last(rest, o));
+        else
+          ex->send(error_event(o.error));
+        ex->send("data: [DONE]\n\n");
+        ex->end();
+      }
+      finished();
+    });
+}
+
+} // namespace outrider::router

@@ -1,0 +1,73 @@
+#include "actors/router/watch/kv_stream.hpp"
+
+#include "openengine.grpc.pb.h"
+
+namespace outrider::router {
+
+namespace oe = openengine::v1;
+
+namespace {
+
+// One call; deletes itself when gRPC is done with it. Reads are started one
+// at a time, so the owner's callbacks never overlap.
+class kv_stream final
+  : public grpc::ClientReadReactor<oe::SubscribeKvEventsResponse> {
+ public:
+  kv_stream(const std::shared_ptr<grpc::Channel>& channel,
+            std::shared_ptr<grpc::ClientContext> ctx, kv_stream_calls calls)
+    : stub_(oe::Control::NewStub(channel)), ctx_(std::move(ctx)),
+      calls_(std::move(calls)) {
+    req_.set_include_snapshot(true);
+    stub_->async()->SubscribeKvEvents(ctx_.get(), &req_, this);
+    if (!calls_.metadata)
+      StartRead(&resp_);
+    StartCall();
+  }
+
+  void OnReadInitialMetadataDone(bool ok) override {
+    if (!calls_.metadata)
+      return;
+    if (ok && calls_.metadata(ctx_->GetServerInitialMetadata()))
+      StartRead(&resp_);
+    else
+      ctx_->TryCancel(); // OnDone follows
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok)
+      return; // OnDone follows
+    if (calls_.response(resp_))
+      StartRead(&resp_);
+    else
+      ctx_->TryCancel();
+  }
+
+  void OnDone(const grpc::Status& st) override {
+    auto done = std::move(calls_.done);
+    grpc::Status status = st; // the reactor goes first, then its owner hears
+    delete this;
+    done(status);
+  }
+
+ private:
+  std::unique_ptr<oe::Control::Stub> stub_;
+  std::shared_ptr<grpc::ClientContext> ctx_;
+  kv_stream_calls calls_;
+  oe::SubscribeKvEventsRequest req_;
+  oe::SubscribeKvEventsResponse resp_;
+};
+
+} // namespace
+
+std::shared_ptr<grpc::ClientContext>
+open_kv_stream(const std::shared_ptr<grpc::Channel>& channel,
+               std::chrono::system_clock::time_point deadline,
+               kv_stream_calls calls) {
+  auto ctx = std::make_shared<grpc::ClientContext>();
+  if (deadline != std::chrono::system_clock::time_point::max())
+    ctx->set_deadline(deadline);
+  new kv_stream(channel, ctx, std::move(calls));
+  return ctx;
+}
+
+} // namespace outrider::router

@@ -1,0 +1,257 @@
+#include "actors/router/watch/worker_watcher.hpp"
+
+#include <set>
+
+#include <grpcpp/alarm.h>
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/router/watch/kv_stream.hpp"
+#include "cluster/kv/kv_proto.hpp"
+#include "cluster/tls.hpp"
+#include "runtime/metrics.hpp"
+
+namespace outrider::router {
+
+namespace oe = openengine::v1;
+
+// One worker's SubscribeKvEvents, snapshot then live, on gRPC's callback
+// API; a broken stream is opened again after a short pause (a gRPC alarm),
+// with a snapshot. No thread of its own.
+struct worker_watcher::subscription
+  : std::enable_shared_from_this<subscription> {
+  std::string worker_id;
+  std::shared_ptr<grpc::Channel> channel;
+  runtime::slot_ptr<kv_router_actor> router;
+  in_flight pending;
+  std::mutex mtx;
+  bool stopping = false;                     // guarded by mtx
+  uint64_t attempts = 0;                     // guarded by mtx
+  std::shared_ptr<grpc::ClientContext> call; // guarded by mtx
+  std::unique_ptr<grpc::Alarm> pause;        // guarded by mtx
+  std::set<int> seen; // the first batch of a rank is its snapshot
+
+  void open() {
+    uint64_t attempt = 0;
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      if (stopping)
+        return;
+      attempt = ++attempts;
+      pending.add();
+    }
+    seen.clear(); // no read of the last call is left
+    auto self = shared_from_this();
+    auto ctx = open_kv_stream(
+      channel, std::chrono::system_clock::time_point::max(),
+      {nullptr,
+       [self](oe::SubscribeKvEventsResponse& r) { return self->on(r); },
+       [self](const grpc::Status& st) { self->closed(st); }});
+    std::lock_guard<std::mutex> guard{mtx};
+    if (attempt == attempts) // else it is over, and another may be open
+      call = std::move(ctx);
+    if (stopping)
+      call->TryCancel();
+  }
+
+  bool on(oe::SubscribeKvEventsResponse& resp) {
+    if (resp.has_error()) {
+      spdlog::warn("router: {} event plane: {}", worker_id,
+                   resp.error().message());
+      return false;
+    }
+    auto& bad = runtime::global_metrics().get_counter(
+      "outrider_router_events_rejected_total",
+      "Malformed KV events from sidecars");
+    auto ev = std::make_shared<worker_events>();
+    ev->worker_id = worker_id;
+    ev->rank = static_cast<int>(resp.batch().data_parallel_rank());
+    ev->reset = seen.insert(ev->rank).second;
+    for (const auto& e : resp.batch().events()) {
+      if (auto k = kv::from_proto(e))
+        ev->events.push_back(std::move(*k));
+      else
+        bad.inc();
+    }
+    if (auto r = router->get())
+      caf::anon_send(r, kv_events_atom::value,
+                     std::shared_ptr<const worker_events>{std::move(ev)});
+    return true;
+  }
+
+  void closed(const grpc::Status&) {
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      if (!stopping) {
+        pending.add();
+        pause = std::make_unique<grpc::Alarm>();
+        pause->Set(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds{200},
+                   [self = shared_from_this()](bool fired) {
+                     if (fired)
+                       self->open();
+                     self->pending.release();
+                   });
+      }
+    }
+    pending.release();
+  }
+
+  // Cancels the call or the pause and waits until neither can run.
+  void stop() {
+    grpc::Alarm* p = nullptr;
+    std::shared_ptr<grpc::ClientContext> c;
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      stopping = true;
+      c = call;
+      p = pause.get(); // not replaced once stopping
+    }
+    if (c)
+      c->TryCancel();
+    if (p)
+      p->Cancel(); // may run its callback here, outside the lock
+    pending.wait_idle();
+    std::lock_guard<std::mutex> guard{mtx};
+    pause.reset(); // its callback holds this subscription
+  }
+};
+
+worker_watcher::worker_watcher(std::shared_ptr<cluster::discovery> disc,
+                               runtime::slot_ptr<kv_router_actor> router,
+                               std::shared_ptr<grpc::ChannelCredentials> creds,
+                               std::shared_ptr<cluster::nats_kv_plane> plane,
+                               std::string tls_server_name)
+  : disc_(std::move(disc)), router_(std::move(router)),
+    creds_(std::move(creds)), server_name_(std::move(tls_server_name)),
+    plane_(std::move(plane)),
+    poller_(std::make_unique<load_poller>(router_, creds_, server_name_)) {
+  if (plane_) {
+    plane_connections_ = plane_->connections();
+    auto err = plane_->subscribe([this](cluster::kv_plane_message m) {
+      std::lock_guard<std::mutex> guard{followers_mtx_};
+      if (auto f = followers_.find(m.worker_id); f != followers_.end())
+        f->second->on_message(std::move(m));
+    });
+    if (err)
+      spdlog::error("router: {}", describe(err));
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+void worker_watcher::follow(const cluster::worker_record& r) {
+  if (plane_) {
+    auto f = std::make_unique<kv_follower>(r, router_, creds_, server_name_);
+    std::unique_ptr<kv_follower> old;
+    {
+      std::lock_guard<std::mutex> guard{followers_mtx_};
+      old = std::exchange(followers_[r.worker_id], std::move(f));
+    }
+    return; // `old` stops outside the lock
+  }
+  auto sub = std::make_shared<subscription>();
+  sub->worker_id = r.worker_id;
+  sub->channel = cluster::relay_channel(r.relay_endpoint, creds_, server_name_);
+  sub->router = router_;
+  sub->open();
+  if (auto old = std::exchange(subs_[r.worker_id], sub))
+    old->stop();
+}
+
+void worker_watcher::unfollow(const std::string& worker_id) {
+  std::unique_ptr<kv_follower> old;
+  {
+    std::lock_guard<std::mutex> guard{followers_mtx_};
+    if (auto f = followers_.find(worker_id); f != followers_.end()) {
+      old = std::move(f->second);
+      followers_.erase(f);
+    }
+  }
+  if (auto s = subs_.find(worker_id); s != subs_.end()) {
+    s->second->stop();
+    subs_.erase(s);
+  }
+}
+
+worker_watcher::~worker_watcher() {
+  stopping_ = true;
+  if (thread_.joinable())
+    thread_.join();
+  poller_.reset();
+  for (auto& [id, s] : subs_)
+    s->stop();
+  std::map<std::string, std::unique_ptr<kv_follower>> followers;
+  {
+    std::lock_guard<std::mutex> guard{followers_mtx_};
+    followers.swap(followers_);
+  }
+}
+
+void worker_watcher::run() {
+  auto* files = dynamic_cast<cluster::file_discovery*>(disc_.get());
+  auto* nats = dynamic_cast<cluster::nats_discovery*>(disc_.get());
+  auto& invalid_records = runtime::global_metrics().get_counter(
+    "outrider_discovery_invalid_records_total",
+    "Malformed worker records skipped");
+  while (!stopping_) {
+    if (!router_->get()) {
+      // The supervisor has not started the router actor yet.
+      std::this_thread::sleep_for(std::chrono::milliseconds{5});
+      continue;
+    }
+    if (auto g = router_->generation(); g != generation_) {
+      // A new router actor knows nothing: tell it everything again.
+      if (generation_ != 0)
+        spdlog::info("router: the router actor restarted; rebuilding its "
+                     "worker set and index from {} worker(s)",
+                     known_.size());
+      generation_ = g;
+      for (const auto& [id, r] : known_)
+        unfollow(id);
+      known_.clear();
+    }
+    if (plane_ && plane_->connections() != plane_connections_) {
+      // Reconnected to NATS: what was published meanwhile is lost.
+      plane_connections_ = plane_->connections();
+      std::lock_guard<std::mutex> guard{followers_mtx_};
+      for (auto& [id, f] : followers_)
+        f->resync("reconnect");
+    }
+    size_t invalid = 0;
+    auto records = disc_->list(&invalid);
+    invalid_records.inc(invalid);
+    std::map<std::string, cluster::worker_record> now;
+    for (auto& r : records)
+      now[r.worker_id] = r;
+    for (const auto& [id, r] : known_) {
+      auto i = now.find(id);
+      if (i != now.end() && i->second.instance_id == r.instance_id &&
+          i->second.relay_endpoint == r.relay_endpoint)
+        continue;
+      // Gone, or replaced by another engine instance.
+      caf::anon_send(router_->get(), worker_down_atom::value, id);
+      unfollow(id);
+    }
+    for (const auto& [id, r] : now) {
+      auto k = known_.find(id);
+      if (k != known_.end() && k->second.instance_id == r.instance_id &&
+          k->second.relay_endpoint == r.relay_endpoint)
+        continue;
+      caf::anon_send(router_->get(), worker_up_atom::value, r);
+      follow(r);
+    }
+    known_ = std::move(now);
+    std::map<std::string, std::string> relays;
+    for (const auto& [id, r] : known_)
+      relays[id] = r.relay_endpoint;
+    poller_->set_workers(std::move(relays));
+    if (files)
+      files->wait_for_change(std::chrono::milliseconds{500});
+    else if (nats)
+      nats->wait_for_change(std::chrono::milliseconds{500});
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds{200});
+  }
+}
+
+} // namespace outrider::router

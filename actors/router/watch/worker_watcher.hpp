@@ -1,0 +1,68 @@
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <grpcpp/security/credentials.h>
+
+#include "actors/router/brain/kv_router.hpp"
+#include "actors/router/watch/kv_follower.hpp"
+#include "actors/router/watch/load_poller.hpp"
+#include "cluster/discovery.hpp"
+#include "cluster/nats_discovery.hpp"
+#include "runtime/actor_slot.hpp"
+
+namespace outrider::router {
+
+/// Follows discovery on a thread of its own, and the workers' event planes
+/// on gRPC's callback API (no thread per worker): tells the router which
+/// workers exist (a worker is routable only while its record does) and, per
+/// worker, subscribes to its sidecar's `SubscribeKvEvents` (snapshot, then
+/// live; on a broken stream it resubscribes with a snapshot). Everything goes
+/// to the router actor's current incarnation; when the supervisor restarts it,
+/// the watcher tells the new one every worker again and resubscribes with
+/// snapshots, so its index is rebuilt from the sidecars. With the NATS event
+/// plane, a kv_follower per worker takes the place of the subscription.
+class worker_watcher {
+ public:
+  /// `creds` secure the calls to the sidecars' relays (--tls-*). With a
+  /// `plane` (--event-plane nats, opened) events come from NATS and the
+  /// sidecars are asked only for snapshots (kv_follower).
+  worker_watcher(std::shared_ptr<cluster::discovery> disc,
+                 runtime::slot_ptr<kv_router_actor> router,
+                 std::shared_ptr<grpc::ChannelCredentials> creds =
+                   grpc::InsecureChannelCredentials(),
+                 std::shared_ptr<cluster::nats_kv_plane> plane = nullptr,
+                 std::string tls_server_name = {});
+  ~worker_watcher(); // stops its thread and every subscription
+
+  worker_watcher(const worker_watcher&) = delete;
+  worker_watcher& operator=(const worker_watcher&) = delete;
+
+ private:
+  struct subscription;
+  void run();
+  void follow(const cluster::worker_record& r);
+  void unfollow(const std::string& worker_id);
+
+  std::shared_ptr<cluster::discovery> disc_;
+  runtime::slot_ptr<kv_router_actor> router_;
+  std::shared_ptr<grpc::ChannelCredentials> creds_;
+  std::string server_name_; // --tls-server-name
+  uint64_t generation_ = 0; // of the router actor we told
+  std::atomic<bool> stopping_{false};
+  std::map<std::string, cluster::worker_record> known_;
+  std::map<std::string, std::shared_ptr<subscription>> subs_;
+  std::shared_ptr<cluster::nats_kv_plane> plane_;
+  uint64_t plane_connections_ = 0;
+  std::mutex followers_mtx_; // the NATS thread looks followers up
+  std::map<std::string, std::unique_ptr<kv_follower>> followers_;
+  std::unique_ptr<load_poller> poller_; // the engines' own KV load
+  std::thread thread_;
+};
+
+} // namespace outrider::router
