@@ -41,7 +41,24 @@ struct router_parts {
   router_config config;
   std::shared_ptr<model_catalog> catalog; // what /v1/models lists
   std::atomic<bool> stopping{false};
-  std::thread readiness; // --role all: waits for its own workers
+  // --role all: ready once the router can place on `ready_at` workers.
+  std::mutex ready_mtx;
+  size_t ready_at = 0;  // ready_mtx; 0: not waiting
+  size_t placeable = 0; // ready_mtx; as the router actor last said
+  std::shared_ptr<runtime::health_state> ready_health; // ready_mtx
+  void workers_placeable(size_t n) {
+    std::lock_guard<std::mutex> guard{ready_mtx};
+    placeable = n;
+    check_ready();
+  }
+  void check_ready() { // under ready_mtx
+    if (ready_at == 0 || placeable < ready_at || !ready_health || stopping)
+      return;
+    ready_health->set_component("workers",
+                                std::to_string(ready_at) + " registered");
+    ready_health->set_ready(true);
+    ready_at = 0; // once
+  }
 };
 
 std::unique_ptr<dispatcher>
@@ -111,24 +128,19 @@ bool start_frontends(runtime::role_env& ctx, const router_settings& s,
 }
 
 // Ready when the frontends listen; with `workers` > 0 (--role all, whose
-// engines are its own) only once the router can place on that many.
+// engines are its own) only once the router actor says it can place on that
+// many (it tells every change: no polling).
 void declare_ready(runtime::role_env& ctx, router_parts& parts,
                    size_t workers) {
   ctx.health->set_component("frontend", "serving");
   if (workers == 0)
     return ctx.health->set_ready(true);
-  auto health = ctx.health;
-  auto& placeable = runtime::global_metrics().get_gauge(
-    "outrider_router_workers", "Workers the router can place requests on");
-  health->set_component("workers", "waiting for " + std::to_string(workers));
-  parts.readiness = std::thread([&parts, health, &placeable, workers] {
-    while (!parts.stopping && placeable.value() < static_cast<double>(workers))
-      std::this_thread::sleep_for(std::chrono::milliseconds{20});
-    if (parts.stopping)
-      return;
-    health->set_component("workers", std::to_string(workers) + " registered");
-    health->set_ready(true);
-  });
+  ctx.health->set_component("workers",
+                            "waiting for " + std::to_string(workers));
+  std::lock_guard<std::mutex> guard{parts.ready_mtx};
+  parts.ready_health = ctx.health;
+  parts.ready_at = workers;
+  parts.check_ready(); // the count may have been told before
 }
 
 std::shared_ptr<router_parts> start_router(runtime::role_env& ctx,
@@ -179,8 +191,6 @@ std::shared_ptr<router_parts> start_router(runtime::role_env& ctx,
   auto grace = s.shutdown_timeout * 3 / 4;
   ctx.pre_stop_hooks.push_back([parts, grace] {
     parts->stopping = true;
-    if (parts->readiness.joinable())
-      parts->readiness.join();
     parts->dispatch->begin_shutdown();
     if (parts->frontend)
       parts->frontend->stop(grace);
@@ -196,10 +206,14 @@ std::shared_ptr<router_parts> start_router(runtime::role_env& ctx,
 // The router actor under the supervisor; every incarnation is published in
 // the slot the watcher and the dispatcher use.
 runtime::child_spec router_child(const std::shared_ptr<router_parts>& parts) {
+  std::weak_ptr<router_parts> weak = parts;
   return runtime::supervised(
     "kv_router", parts->brain,
-    [cfg = parts->config, share = parts->share](caf::actor_system& sys) {
-      return spawn_kv_router(sys, cfg, share);
+    [cfg = parts->config, share = parts->share, weak](caf::actor_system& sys) {
+      return spawn_kv_router(sys, cfg, share, [weak](size_t n) {
+        if (auto p = weak.lock())
+          p->workers_placeable(n);
+      });
     });
 }
 

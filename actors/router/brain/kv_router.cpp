@@ -118,6 +118,12 @@ struct router_state {
   decision_log decisions;
   engine::router_mode mode = engine::router_mode::kv;
   booking_share share;
+  workers_fn on_workers;
+  void workers_changed() {
+    stats.workers->set(static_cast<double>(core->workers()));
+    if (on_workers)
+      on_workers(core->workers());
+  }
   static inline const char* name = "kv_router";
 };
 
@@ -170,11 +176,13 @@ std::string status_json(router_state& st) {
 }
 
 kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
-                                         booking_share share) {
+                                         booking_share share,
+                                         workers_fn on_workers) {
   auto& st = self->state;
   st.stats = router_stats::make(cfg.mode);
   st.mode = cfg.mode;
   st.share = std::move(share);
+  st.on_workers = std::move(on_workers);
   if (st.share.bus)
     self->send(self, tick_atom::value);
   st.core = std::make_unique<placement>(
@@ -187,12 +195,12 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
       if (j == placement::join::refused_model ||
           j == placement::join::refused_block_size)
         st.stats.refused->inc();
-      st.stats.workers->set(static_cast<double>(st.core->workers()));
+      st.workers_changed();
     },
     [=](worker_down_atom, const std::string& id) {
       auto& st = self->state;
       st.core->remove_worker(id);
-      st.stats.workers->set(static_cast<double>(st.core->workers()));
+      st.workers_changed();
     },
     [=](kv_events_atom, const std::shared_ptr<const worker_events>& ev) {
       auto& st = self->state;
@@ -265,8 +273,9 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
 } // namespace
 
 kv_router_actor spawn_kv_router(caf::actor_system& sys, router_config cfg,
-                                booking_share share) {
-  return sys.spawn(kv_router, std::move(cfg), std::move(share));
+                                booking_share share, workers_fn on_workers) {
+  return sys.spawn(kv_router, std::move(cfg), std::move(share),
+                   std::move(on_workers));
 }
 
 } // namespace outrider::router

@@ -62,8 +62,13 @@ struct booking_share {
   std::string router_id;
 };
 
+/// Told, on the actor's thread, how many workers the router can place on
+/// whenever that changes.
+using workers_fn = std::function<void(size_t)>;
+
 kv_router_actor spawn_kv_router(caf::actor_system& sys, router_config cfg,
-                                booking_share share = {});
+                                booking_share share = {},
+                                workers_fn on_workers = {});
 
 } // namespace outrider::router
 
