@@ -307,6 +307,8 @@ caf::error memory_discovery::put(const worker_record& r) {
   std::erase_if(records_,
                 [&](const auto& x) { return x.worker_id == r.worker_id; });
   records_.push_back(r);
+  ++version_;
+  changed_.notify_all();
   return {};
 }
 
@@ -318,6 +320,8 @@ caf::error memory_discovery::remove(const std::string& worker_id) {
   std::lock_guard<std::mutex> guard{mtx_};
   std::erase_if(records_,
                 [&](const auto& x) { return x.worker_id == worker_id; });
+  ++version_;
+  changed_.notify_all();
   return {};
 }
 
@@ -325,7 +329,13 @@ std::vector<worker_record> memory_discovery::list(size_t* invalid) {
   if (invalid)
     *invalid = 0;
   std::lock_guard<std::mutex> guard{mtx_};
+  listed_ = version_;
   return records_;
+}
+
+void memory_discovery::wait_for_change(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock{mtx_};
+  changed_.wait_for(lock, timeout, [this] { return version_ != listed_; });
 }
 
 } // namespace outrider::cluster

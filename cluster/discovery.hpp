@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -61,6 +62,9 @@ class discovery {
   virtual caf::error remove(const std::string& worker_id) = 0;
   /// Every live record; malformed ones are skipped and counted in `invalid`.
   virtual std::vector<worker_record> list(size_t* invalid = nullptr) = 0;
+  /// Blocks until the records may have changed since the last `list()`, or
+  /// `timeout` passes: watchers list again when it returns.
+  virtual void wait_for_change(std::chrono::milliseconds timeout) = 0;
 };
 
 /// The embedded default: one JSON file per worker in a directory, written by
@@ -83,7 +87,7 @@ class file_discovery final : public discovery {
   caf::error remove(const std::string& worker_id) override;
   std::vector<worker_record> list(size_t* invalid = nullptr) override;
   /// Blocks until the directory changes (inotify) or `timeout` passes.
-  void wait_for_change(std::chrono::milliseconds timeout);
+  void wait_for_change(std::chrono::milliseconds timeout) override;
   const std::string& dir() const { return dir_; }
 
  private:
@@ -101,10 +105,13 @@ class memory_discovery final : public discovery {
   caf::error keep_alive(const std::string& worker_id) override;
   caf::error remove(const std::string& worker_id) override;
   std::vector<worker_record> list(size_t* invalid = nullptr) override;
+  void wait_for_change(std::chrono::milliseconds timeout) override;
 
  private:
   std::mutex mtx_;
+  std::condition_variable changed_;
   std::vector<worker_record> records_; // guarded by mtx_
+  uint64_t version_ = 0, listed_ = 0;  // guarded by mtx_
 };
 
 /// A worker id safe to use as a file name (letters, digits, `-_.:`).

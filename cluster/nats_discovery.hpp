@@ -45,7 +45,7 @@ class nats_discovery final : public discovery {
 
   /// Blocks until a record changed since the last list(), or `timeout`
   /// passes.
-  void wait_for_change(std::chrono::milliseconds timeout);
+  void wait_for_change(std::chrono::milliseconds timeout) override;
   bool connected() const { return connected_.load(); }
 
   struct impl; // NATS.c handles

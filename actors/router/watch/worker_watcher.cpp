@@ -188,8 +188,6 @@ worker_watcher::~worker_watcher() {
 }
 
 void worker_watcher::run() {
-  auto* files = dynamic_cast<cluster::file_discovery*>(disc_.get());
-  auto* nats = dynamic_cast<cluster::nats_discovery*>(disc_.get());
   auto& invalid_records = runtime::global_metrics().get_counter(
     "outrider_discovery_invalid_records_total",
     "Malformed worker records skipped");
@@ -245,12 +243,7 @@ void worker_watcher::run() {
     for (const auto& [id, r] : known_)
       relays[id] = r.relay_endpoint;
     poller_->set_workers(std::move(relays));
-    if (files)
-      files->wait_for_change(std::chrono::milliseconds{500});
-    else if (nats)
-      nats->wait_for_change(std::chrono::milliseconds{500});
-    else
-      std::this_thread::sleep_for(std::chrono::milliseconds{200});
+    disc_->wait_for_change(std::chrono::milliseconds{500});
   }
 }
 
