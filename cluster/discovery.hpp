@@ -10,36 +10,10 @@
 #include <vector>
 
 #include "cluster/engine/engine_info.hpp"
+#include "cluster/worker_record.hpp"
 #include "runtime/errors.hpp"
 
 namespace outrider::cluster {
-
-/// What a worker publishes about itself.
-struct worker_record {
-  std::string worker_id;
-  std::string instance_id; // the engine's, changes on every engine start
-  std::string model;
-  engine::worker_role role = engine::worker_role::aggregated;
-  std::string relay_endpoint; // the sidecar's OpenEngine server
-  std::string engine_endpoint;
-  std::string protocol; // openengine, vllm or sglang
-  /// A prefill engine's bootstrap server, host:port (SGLang), else empty.
-  std::string bootstrap_endpoint;
-  uint32_t kv_block_size = 0;
-  uint64_t total_kv_blocks = 0;
-  uint32_t data_parallel_size = 1;
-  std::string version;
-  /// The LoRA adapters the engine serves (OpenEngine `ListLoras`), by name.
-  std::vector<std::string> lora_adapters;
-};
-
-/// Records advertising more ranks are refused (each rank costs the router
-/// a slot); so are record files over `max_record_bytes`.
-inline constexpr uint32_t max_data_parallel_size = 1024;
-inline constexpr size_t max_record_bytes = 64 * 1024;
-/// Records naming more adapters, or longer names, are refused.
-using engine::max_lora_adapters;
-using engine::max_lora_name_bytes;
 
 std::string to_json(const worker_record& r);
 /// Parses and validates a record; nullopt (with `why`) when malformed.

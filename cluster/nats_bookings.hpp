@@ -13,26 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "cluster/booking_note.hpp"
 #include "cluster/nats_link.hpp"
 
 namespace outrider::cluster {
-
-struct booking_note {
-  enum class op { add, prefilled, release, alive };
-  op what = op::alive;
-  std::string router_id;
-  uint64_t key = 0; // the booking, unique per router
-  // add only: where, how much, and the prompt's block hashes (predicted
-  // there by the others too).
-  std::string worker_id;
-  int rank = 0;
-  uint64_t prefill_tokens = 0;
-  uint64_t decode_blocks = 0;
-  std::vector<uint64_t> blocks;
-};
-
-/// Notes larger than this many blocks carry none (load only).
-inline constexpr size_t max_note_blocks = 8192;
 
 std::string to_json(const booking_note& n);
 /// nullopt (and `why`) when the text is not a valid note.

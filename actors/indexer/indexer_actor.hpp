@@ -8,28 +8,11 @@
 
 #include <caf/all.hpp>
 
+#include "actors/indexer/kv_batch.hpp"
 #include "actors/indexer/local_index.hpp"
 #include "cluster/kv/kv_event.hpp"
 
 namespace outrider::indexer {
-
-/// One batch of a rank's KV events, in sequence.
-struct kv_batch {
-  int rank = 0;
-  uint64_t seq = 0;
-  std::vector<kv::kv_event> events;
-  /// The sidecar's event-plane position: 1, 2, ... over every rank, set by
-  /// the event hub (0 elsewhere).
-  uint64_t position = 0;
-};
-
-/// Receives everything the indexer applied, in order (the event plane to
-/// routers). Called on the indexer's thread; must not block.
-class kv_listener {
- public:
-  virtual ~kv_listener() = default;
-  virtual void on_batch(const kv_batch& b) = 0;
-};
 
 using apply_atom = caf::atom_constant<caf::atom("apply")>;
 using resync_atom = caf::atom_constant<caf::atom("resync")>;

@@ -10,7 +10,7 @@
 #include <set>
 #include <vector>
 
-#include "actors/indexer/indexer_actor.hpp"
+#include "actors/indexer/kv_batch.hpp"
 
 namespace outrider::sidecar {
 

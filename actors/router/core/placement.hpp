@@ -13,10 +13,10 @@
 
 #include "actors/indexer/tiered_index.hpp"
 #include "actors/router/core/worker_selector.hpp"
-#include "cluster/discovery.hpp"
+#include "cluster/booking_note.hpp"
 #include "cluster/kv/block_hash.hpp"
 #include "cluster/kv/kv_event.hpp"
-#include "cluster/nats_bookings.hpp"
+#include "cluster/worker_record.hpp"
 
 namespace outrider::router {
 

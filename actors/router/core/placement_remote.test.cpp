@@ -2,6 +2,7 @@
 
 #include "actors/router/core/placement.hpp"
 #include "actors/router/core/placement_fixtures.hpp"
+#include "cluster/nats_bookings.hpp"
 
 using namespace outrider;
 using namespace outrider::router;

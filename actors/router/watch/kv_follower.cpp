@@ -65,19 +65,7 @@ kv_follower::kv_follower(cluster::worker_record record,
 }
 
 kv_follower::~kv_follower() {
-  grpc::Alarm* pause = nullptr;
-  std::shared_ptr<grpc::ClientContext> call;
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    stopping_ = true;
-    call = call_;
-    pause = pause_.get(); // not replaced once stopping
-  }
-  if (call)
-    call->TryCancel();
-  if (pause)
-    pause->Cancel(); // may run its callback here, outside the lock
-  pending_.wait_idle();
+  stop_stream(mtx_, stopping_, call_, pause_, pending_);
 }
 
 void kv_follower::resync(const std::string& reason) {

@@ -70,4 +70,23 @@ open_kv_stream(const std::shared_ptr<grpc::Channel>& channel,
   return ctx;
 }
 
+void stop_stream(std::mutex& mtx, bool& stopping,
+                 const std::shared_ptr<grpc::ClientContext>& call,
+                 const std::unique_ptr<grpc::Alarm>& pause,
+                 in_flight& pending) {
+  grpc::Alarm* p = nullptr;
+  std::shared_ptr<grpc::ClientContext> c;
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    stopping = true;
+    c = call;
+    p = pause.get();
+  }
+  if (c)
+    c->TryCancel();
+  if (p)
+    p->Cancel();
+  pending.wait_idle();
+}
+
 } // namespace outrider::router

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 
 #include "openengine.pb.h"
@@ -59,5 +60,13 @@ class in_flight {
   std::condition_variable idle_;
   int count_ = 0;
 };
+
+/// Ends an owner's stream and its pause: marks it stopping under `mtx`
+/// (after which neither `call` nor `pause` is replaced), cancels both
+/// outside the lock (a cancelled alarm may run its callback right here),
+/// and waits until neither can call the owner any more.
+void stop_stream(std::mutex& mtx, bool& stopping,
+                 const std::shared_ptr<grpc::ClientContext>& call,
+                 const std::unique_ptr<grpc::Alarm>& pause, in_flight& pending);
 
 } // namespace outrider::router

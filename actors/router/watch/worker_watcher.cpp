@@ -99,19 +99,7 @@ struct worker_watcher::subscription
 
   // Cancels the call or the pause and waits until neither can run.
   void stop() {
-    grpc::Alarm* p = nullptr;
-    std::shared_ptr<grpc::ClientContext> c;
-    {
-      std::lock_guard<std::mutex> guard{mtx};
-      stopping = true;
-      c = call;
-      p = pause.get(); // not replaced once stopping
-    }
-    if (c)
-      c->TryCancel();
-    if (p)
-      p->Cancel(); // may run its callback here, outside the lock
-    pending.wait_idle();
+    stop_stream(mtx, stopping, call, pause, pending);
     std::lock_guard<std::mutex> guard{mtx};
     pause.reset(); // its callback holds this subscription
   }
