@@ -222,8 +222,7 @@ void kv_follower::failed(snapshot_result& snap, const grpc::Status& st) {
     return;
   backing_off_ = true;
   pending_.add();
-  pause_ = std::make_unique<grpc::Alarm>();
-  pause_->Set(std::chrono::system_clock::now() + backoff_, [this](bool fired) {
+  pause_.arm(std::chrono::system_clock::now() + backoff_, [this](bool fired) {
     {
       std::lock_guard<std::mutex> guard{mtx_};
       backing_off_ = false;

@@ -72,7 +72,7 @@ class kv_follower {
   std::chrono::milliseconds backoff_{200};     // guarded by mtx_
   uint64_t attempts_ = 0;                      // guarded by mtx_
   std::shared_ptr<grpc::ClientContext> call_;  // guarded by mtx_
-  std::unique_ptr<grpc::Alarm> pause_;         // guarded by mtx_
+  rearmable_alarm pause_;                      // guarded by mtx_
 };
 
 } // namespace outrider::router

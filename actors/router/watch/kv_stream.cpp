@@ -72,15 +72,14 @@ open_kv_stream(const std::shared_ptr<grpc::Channel>& channel,
 
 void stop_stream(std::mutex& mtx, bool& stopping,
                  const std::shared_ptr<grpc::ClientContext>& call,
-                 const std::unique_ptr<grpc::Alarm>& pause,
-                 in_flight& pending) {
+                 const rearmable_alarm& pause, in_flight& pending) {
   grpc::Alarm* p = nullptr;
   std::shared_ptr<grpc::ClientContext> c;
   {
     std::lock_guard<std::mutex> guard{mtx};
     stopping = true;
     c = call;
-    p = pause.get();
+    p = pause.current();
   }
   if (c)
     c->TryCancel();

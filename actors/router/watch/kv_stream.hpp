@@ -61,12 +61,36 @@ class in_flight {
   int count_ = 0;
 };
 
+/// A gRPC alarm armed again and again from its own callback's chain (the
+/// callback opens a stream; the stream, failing at once, arms the next
+/// pause, possibly on another thread while the callback still runs). The
+/// alarm being replaced is kept one round longer instead of destroyed
+/// under its running callback. Guarded by its owner's lock.
+class rearmable_alarm {
+ public:
+  void arm(std::chrono::system_clock::time_point at,
+           std::function<void(bool)> fn) {
+    retired_ = std::move(current_); // fired already; may still be running
+    current_ = std::make_unique<grpc::Alarm>();
+    current_->Set(at, std::move(fn));
+  }
+  grpc::Alarm* current() const { return current_.get(); }
+  /// Once nothing can run any more (its callbacks hold their owner).
+  void reset() {
+    current_.reset();
+    retired_.reset();
+  }
+
+ private:
+  std::unique_ptr<grpc::Alarm> current_, retired_;
+};
+
 /// Ends an owner's stream and its pause: marks it stopping under `mtx`
 /// (after which neither `call` nor `pause` is replaced), cancels both
 /// outside the lock (a cancelled alarm may run its callback right here),
 /// and waits until neither can call the owner any more.
 void stop_stream(std::mutex& mtx, bool& stopping,
                  const std::shared_ptr<grpc::ClientContext>& call,
-                 const std::unique_ptr<grpc::Alarm>& pause, in_flight& pending);
+                 const rearmable_alarm& pause, in_flight& pending);
 
 } // namespace outrider::router

@@ -28,7 +28,7 @@ struct worker_watcher::subscription
   bool stopping = false;                     // guarded by mtx
   uint64_t attempts = 0;                     // guarded by mtx
   std::shared_ptr<grpc::ClientContext> call; // guarded by mtx
-  std::unique_ptr<grpc::Alarm> pause;        // guarded by mtx
+  rearmable_alarm pause;                     // guarded by mtx
   std::set<int> seen; // the first batch of a rank is its snapshot
 
   void open() {
@@ -84,14 +84,13 @@ struct worker_watcher::subscription
       std::lock_guard<std::mutex> guard{mtx};
       if (!stopping) {
         pending.add();
-        pause = std::make_unique<grpc::Alarm>();
-        pause->Set(std::chrono::system_clock::now() +
-                     std::chrono::milliseconds{200},
-                   [self = shared_from_this()](bool fired) {
-                     if (fired)
-                       self->open();
-                     self->pending.release();
-                   });
+        pause.arm(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds{200},
+                  [self = shared_from_this()](bool fired) {
+                    if (fired)
+                      self->open();
+                    self->pending.release();
+                  });
       }
     }
     pending.release();
