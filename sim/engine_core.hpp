@@ -10,6 +10,7 @@
 #include "sim/block_manager.hpp"
 #include "sim/offload_tier.hpp"
 #include "sim/timing_model.hpp"
+#include "sim/token_stream.hpp"
 
 namespace outrider::sim {
 
@@ -92,21 +93,6 @@ struct engine_load {
   uint64_t running_tokens = 0;
   uint64_t waiting_tokens = 0;
 };
-
-/// The next output token: a pure function of every token so far (prompt and
-/// output, folded into `context_hash`) and the seed, so a stream continued
-/// elsewhere with the tokens produced so far appended to the prompt goes on
-/// with the same tokens.
-uint32_t next_token(uint64_t context_hash, uint64_t seed, uint32_t vocab);
-/// Folds one token into a context hash; start from `context_seed`.
-uint64_t fold_token(uint64_t context_hash, uint32_t token);
-inline constexpr uint64_t context_seed = 0x6a09e667f3bcc908ULL;
-
-/// The first `n` tokens an engine generates after `prompt` (with `seed` and
-/// `vocab`): what a test expects a stream to be, migrations included.
-std::vector<uint32_t> continuation(const std::vector<uint32_t>& prompt,
-                                   size_t n, uint64_t seed = 0,
-                                   uint32_t vocab = 32000);
 
 /// A vLLM-like scheduler over a block manager: waiting and running queues, a
 /// per-step token budget spent on running requests first, chunked prefill,
