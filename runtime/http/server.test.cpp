@@ -102,6 +102,35 @@ TEST_CASE("repeated or conflicting Content-Length is refused") {
              StartsWith("HTTP/1.1 400"));
 }
 
+TEST_CASE("a Transfer-Encoding other than one final chunked is refused and "
+          "closed, so a body is never read as the next request") {
+  served s;
+  auto p = s.server.port();
+  const std::string smuggled = "GET /smuggled HTTP/1.1\r\n\r\n";
+  for (std::string te :
+       {"Transfer-Encoding: gzip\r\n",
+        "Transfer-Encoding: chunked, identity\r\n",
+        "Transfer-Encoding: identity\r\nContent-Length: 0\r\n",
+        "Transfer-Encoding: gzip, chunked\r\n",
+        "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+        "Transfer-Encoding: xchunked\r\n"}) {
+    CAPTURE(te);
+    auto out = roundtrip(p, "POST / HTTP/1.1\r\n" + te + "\r\n" + smuggled);
+    CHECK_THAT(out, StartsWith("HTTP/1.1 400"));
+    CHECK_THAT(out, !Contains("/smuggled"));
+    CHECK_THAT(out, Contains("Connection: close"));
+  }
+  // HTTP/1.0 has no chunked coding: faulty framing.
+  CHECK_THAT(roundtrip(p, "POST / HTTP/1.0\r\nTransfer-Encoding: chunked"
+                          "\r\n\r\n0\r\n\r\n" +
+                            smuggled),
+             StartsWith("HTTP/1.0 400"));
+  // One chunked, in any case and with spaces, is read as chunked.
+  CHECK_THAT(roundtrip(p, "POST /c HTTP/1.1\r\nTransfer-Encoding:  Chunked \r\n"
+                          "Connection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n"),
+             Contains("POST /c abc"));
+}
+
 TEST_CASE("invalid UTF-8 in the target or a header is refused") {
   served s;
   auto p = s.server.port();

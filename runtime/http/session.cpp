@@ -69,6 +69,26 @@ int check_header(const http::request_parser<http::string_body>& p,
     message = "repeated Content-Length";
     return 400;
   }
+  // RFC 9112 §6.1 and §6.3: a request's Transfer-Encoding whose last
+  // coding is not chunked leaves its length unknown, and one sent with
+  // HTTP/1.0 is faulty framing; outrider decodes no coding but chunked.
+  // Beast would read such a body as no body and the bytes after the
+  // header as the next request (smuggling behind a proxy that frames it
+  // otherwise), so anything but one `chunked` is refused, and closed.
+  auto te = m.count(http::field::transfer_encoding);
+  if (te > 0) {
+    auto v = lower(std::string_view{m[http::field::transfer_encoding].data(),
+                                    m[http::field::transfer_encoding].size()});
+    auto first = v.find_first_not_of(" \t");
+    auto last = v.find_last_not_of(" \t");
+    bool chunked_only = te == 1 && first != std::string::npos &&
+                        v.substr(first, last - first + 1) == "chunked";
+    if (!chunked_only || m.version() == 10) {
+      why = http_refusal::malformed;
+      message = "only Transfer-Encoding: chunked is accepted";
+      return 400;
+    }
+  }
   return 0;
 }
 
