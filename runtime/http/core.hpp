@@ -44,6 +44,12 @@ struct http_server_core {
   void refused(http_refusal why) { refusals[static_cast<size_t>(why)]->inc(); }
   void opened();
   void closed(const void* session);
+  /// Connections waiting for a request's first byte, oldest first: the
+  /// cheapest to give up when every slot is taken (the client reconnects).
+  uint64_t idle_begin(std::function<void()> evict);
+  void idle_end(uint64_t key);
+  /// Closes the connection idle longest; false when none is idle.
+  bool evict_idle();
 
   std::string name;
   http_server::async_handler handler;
@@ -61,11 +67,14 @@ struct http_server_core {
   std::mutex mtx;
   std::condition_variable all_closed;
   std::map<const void*, std::function<void()>> closers; // guarded by mtx
+  std::map<uint64_t, std::function<void()>> idle;       // guarded by mtx
+  uint64_t idle_seq = 0;                                // guarded by mtx
 
   std::shared_ptr<net::ssl::context> tls; // null: plaintext
 
   gauge* connections = nullptr;
   counter* accept_errors = nullptr;
+  counter* idle_evictions = nullptr;
   std::vector<counter*> refusals;
 };
 

@@ -54,13 +54,18 @@ void accept_next(const std::shared_ptr<http_server_core>& core) {
         return;
       }
       core->backoff_now = std::chrono::milliseconds{0};
-      if (core->open.load() >= core->lim.max_connections) {
+      auto open = core->open.load();
+      auto& lim = core->lim;
+      if (open >= lim.max_connections && core->evict_idle())
+        open = 0; // an idle connection gave its slot
+      if (open >= lim.max_connections + lim.reserved_connections) {
         core->refused(http_refusal::too_many_connections);
         refuse_fast(s);
       } else {
         boost::system::error_code ignored;
         s.set_option(tcp::no_delay(true), ignored);
-        std::make_shared<http_session>(std::move(s), core)->start();
+        bool reserved = open >= lim.max_connections;
+        std::make_shared<http_session>(std::move(s), core, reserved)->start();
       }
       accept_next(core);
     });
@@ -77,11 +82,40 @@ http_server_core::http_server_core(std::string n, http_server::async_handler h,
   accept_errors = &m.get_counter(
     "outrider_http_accept_errors_total",
     "Failed accepts (e.g. out of file descriptors)", {{"server", name}});
+  idle_evictions = &m.get_counter(
+    "outrider_http_idle_evictions_total",
+    "Idle kept-alive connections closed to make room for a new one",
+    {{"server", name}});
   for (const char* why : refusal_names)
     refusals.push_back(&m.get_counter(
       "outrider_http_refused_total",
       "Requests or connections refused before a handler saw them",
       {{"server", name}, {"reason", why}}));
+}
+
+uint64_t http_server_core::idle_begin(std::function<void()> evict) {
+  std::lock_guard<std::mutex> guard{mtx};
+  idle[++idle_seq] = std::move(evict);
+  return idle_seq;
+}
+
+void http_server_core::idle_end(uint64_t key) {
+  std::lock_guard<std::mutex> guard{mtx};
+  idle.erase(key);
+}
+
+bool http_server_core::evict_idle() {
+  std::function<void()> evict;
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    if (idle.empty())
+      return false;
+    evict = std::move(idle.begin()->second);
+    idle.erase(idle.begin());
+  }
+  idle_evictions->inc();
+  evict();
+  return true;
 }
 
 void http_server_core::opened() {
@@ -210,6 +244,11 @@ void http_server::stop(std::chrono::milliseconds grace) {
 
 size_t http_server::connections() const {
   return core_->open.load();
+}
+
+size_t http_server::idle_connections() const {
+  std::lock_guard<std::mutex> guard{core_->mtx};
+  return core_->idle.size();
 }
 
 http_response http_error(int status, const std::string& message) {

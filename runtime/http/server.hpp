@@ -21,7 +21,11 @@ struct http_server_core;
 /// target or a header (400), too many or too large headers (431), a body
 /// over the limit (413), a request not complete within the read deadline
 /// (408), versions other than 1.0 and 1.1 (505). Beyond `max_connections`
-/// a connection gets a fast 503 with Retry-After and is closed. A client
+/// the connection idle longest (waiting for a request) is closed to make
+/// room; when none is idle, a new connection gets a fast 503 with
+/// Retry-After and is closed, except in
+/// `reserved_connections` kept for one request each to `reserved_paths`
+/// (probes) within a short read deadline. A client
 /// that closes its connection while its request is handled marks the
 /// exchange gone. No exception escapes a handler (it becomes a 500).
 class http_server {
@@ -53,8 +57,9 @@ class http_server {
   /// then stops the I/O threads. Idempotent.
   void stop(std::chrono::milliseconds grace = std::chrono::seconds{10});
 
-  /// Connections open now.
+  /// Connections open now, and those of them waiting for a request.
   size_t connections() const;
+  size_t idle_connections() const;
 
  private:
   std::shared_ptr<http_server_core> core_;

@@ -231,9 +231,14 @@ TEST_CASE("beyond max connections a fast 503 with Retry-After") {
   lim.max_connections = 3;
   served s{lim};
   std::vector<std::unique_ptr<client>> held;
-  for (int i = 0; i < 3; ++i)
+  // Mid-request (idle ones would give their slots up).
+  for (int i = 0; i < 3; ++i) {
     held.push_back(std::make_unique<client>(s.server.port()));
-  REQUIRE(eventually([&] { return s.server.connections() == 3; }));
+    held.back()->send("GET /held");
+  }
+  REQUIRE(eventually([&] {
+    return s.server.connections() == 3 && s.server.idle_connections() == 0;
+  }));
   client over{s.server.port()};
   auto out = over.read_all(5s);
   CHECK_THAT(out, StartsWith("HTTP/1.1 503"));
@@ -242,6 +247,71 @@ TEST_CASE("beyond max connections a fast 503 with Retry-After") {
   REQUIRE(eventually([&] { return s.server.connections() == 0; }));
   CHECK_THAT(roundtrip(s.server.port(), "GET / HTTP/1.1\r\n\r\n"),
              StartsWith("HTTP/1.1 200"));
+}
+
+TEST_CASE("beyond max connections, reserved slots still answer a probe "
+          "path once, and refuse other paths") {
+  http_limits lim;
+  lim.max_connections = 3;
+  lim.reserved_connections = 2;
+  lim.reserved_paths = {"/live"};
+  lim.reserved_read_timeout = 3s;
+  served s{lim};
+  std::vector<std::unique_ptr<client>> held;
+  // Mid-request (idle ones would give their slots up).
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<client>(s.server.port()));
+    held.back()->send("GET /held");
+  }
+  REQUIRE(eventually([&] {
+    return s.server.connections() == 3 && s.server.idle_connections() == 0;
+  }));
+  // A probe: answered, and the connection closed after it.
+  auto live = roundtrip(s.server.port(), "GET /live?x=1 HTTP/1.1\r\n\r\n");
+  CHECK_THAT(live, StartsWith("HTTP/1.1 200"));
+  CHECK_THAT(live, Contains("Connection: close"));
+  auto other = roundtrip(s.server.port(), "GET /other HTTP/1.1\r\n\r\n");
+  CHECK_THAT(other, StartsWith("HTTP/1.1 503"));
+  CHECK_THAT(other, Contains("Retry-After: 1"));
+  // An idle connection on a reserved slot is closed at its deadline...
+  REQUIRE(eventually([&] { return s.server.connections() == 3; }));
+  client idle{s.server.port()};
+  CHECK(idle.closed_within(6s)); // ordinary slots wait 10 s
+  // ... and beyond the reserve too, the fast 503.
+  REQUIRE(eventually([&] { return s.server.connections() == 3; }));
+  client r1{s.server.port()}, r2{s.server.port()};
+  r1.send("GET /live");
+  r2.send("GET /live");
+  REQUIRE(eventually([&] {
+    return s.server.connections() == 5 && s.server.idle_connections() == 0;
+  }));
+  client over{s.server.port()};
+  CHECK_THAT(over.read_all(5s), StartsWith("HTTP/1.1 503"));
+}
+
+TEST_CASE("beyond max connections, the connection idle longest gives its "
+          "slot to a new one") {
+  http_limits lim;
+  lim.max_connections = 3;
+  served s{lim};
+  std::vector<std::unique_ptr<client>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<client>(s.server.port()));
+    held.back()->send("GET /" + std::to_string(i) + " HTTP/1.1\r\n\r\n");
+    REQUIRE_THAT(held.back()->read_response(), StartsWith("HTTP/1.1 200"));
+  }
+  // A request in progress is never evicted: the second's header is half sent.
+  held[1]->send("GET /half");
+  REQUIRE(eventually([&] { return s.server.idle_connections() == 2; }));
+  auto fresh = roundtrip(s.server.port(), "GET /fresh HTTP/1.1\r\n\r\n");
+  CHECK_THAT(fresh, StartsWith("HTTP/1.1 200"));
+  CHECK(held[0]->closed_within(5s)); // the oldest idle one
+  // The next goes to the third (idle), never to the half-sent second.
+  CHECK_THAT(roundtrip(s.server.port(), "GET /again HTTP/1.1\r\n\r\n"),
+             StartsWith("HTTP/1.1 200"));
+  CHECK(held[2]->closed_within(5s));
+  held[1]->send(" HTTP/1.1\r\n\r\n");
+  CHECK_THAT(held[1]->read_response(), Contains("GET /half"));
 }
 
 TEST_CASE("a client that goes away marks its exchange gone") {

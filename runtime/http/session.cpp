@@ -95,15 +95,25 @@ int check_header(const http::request_parser<http::string_body>& p,
 } // namespace
 
 http_session::http_session(tcp::socket sock,
-                           std::shared_ptr<http_server_core> core)
+                           std::shared_ptr<http_server_core> core,
+                           bool reserved)
   : core_(std::move(core)), stream_(std::move(sock), core_->tls.get()),
     sock_(stream_.socket()), timer_(sock_.get_executor()),
-    buf_(core_->lim.header_bytes + core_->lim.body_bytes + 2 * read_chunk) {
+    buf_(core_->lim.header_bytes + core_->lim.body_bytes + 2 * read_chunk),
+    reserved_(reserved) {
   core_->opened();
 }
 
 http_session::~http_session() {
+  if (idle_key_ != 0)
+    core_->idle_end(idle_key_);
   core_->closed(this);
+}
+
+std::chrono::milliseconds http_session::read_deadline() const {
+  return reserved_
+           ? std::min(core_->lim.read_timeout, core_->lim.reserved_read_timeout)
+           : core_->lim.read_timeout;
 }
 
 void http_session::start() {
@@ -119,7 +129,7 @@ void http_session::start() {
     if (self->stream_.secure())
       self->handshake();
     else
-      self->wait_for_request(self->core_->lim.read_timeout);
+      self->wait_for_request(self->read_deadline());
   });
 }
 
@@ -127,7 +137,7 @@ void http_session::start() {
 // on a TLS port, an unknown CA, no client certificate where one is
 // required) is counted and the connection closed.
 void http_session::handshake() {
-  arm(core_->lim.read_timeout, timer_kind::reading);
+  arm(read_deadline(), timer_kind::reading);
   stream_.async_handshake([self = shared_from_this()](error_code ec) {
     self->disarm();
     if (self->closed_)
@@ -136,7 +146,7 @@ void http_session::handshake() {
       self->core_->refused(http_refusal::tls_handshake);
       return self->close();
     }
-    self->wait_for_request(self->core_->lim.read_timeout);
+    self->wait_for_request(self->read_deadline());
   });
 }
 
@@ -182,8 +192,19 @@ void http_session::wait_for_request(std::chrono::milliseconds idle) {
     return;
   }
   arm(idle, timer_kind::idle);
+  std::weak_ptr<http_session> weak = shared_from_this();
+  auto key = core_->idle_begin([weak] {
+    if (auto s = weak.lock())
+      net::post(s->sock_.get_executor(), [s] {
+        if (s->idle_key_ != 0)
+          s->close(); // still waiting: its slot goes to a new client
+      });
+  });
+  idle_key_ = key;
   stream_.async_read_some(buf_.prepare(read_chunk),
                           [self = shared_from_this()](error_code ec, size_t n) {
+                            self->core_->idle_end(self->idle_key_);
+                            self->idle_key_ = 0;
                             if (ec) {
                               self->close();
                               return;
@@ -198,7 +219,7 @@ void http_session::read_header() {
   parser_->header_limit(static_cast<uint32_t>(core_->lim.header_bytes));
   parser_->body_limit(core_->lim.body_bytes);
   timed_out_ = false;
-  arm(core_->lim.read_timeout, timer_kind::reading);
+  arm(read_deadline(), timer_kind::reading);
   http::async_read_header(stream_, buf_, *parser_,
                           [self = shared_from_this()](error_code ec, size_t) {
                             self->on_header(ec);
@@ -214,6 +235,15 @@ void http_session::on_header(error_code ec) {
   std::string message;
   if (int status = check_header(*parser_, core_->lim, why, message))
     return refuse(why, status, message);
+  if (reserved_) {
+    auto target = parser_->get().target();
+    std::string_view path{target.data(), target.size()};
+    path = path.substr(0, path.find('?'));
+    const auto& ok = core_->lim.reserved_paths;
+    if (std::find(ok.begin(), ok.end(), path) == ok.end())
+      return refuse(http_refusal::too_many_connections, 503,
+                    "too many connections");
+  }
   auto read_body = [self = shared_from_this()] {
     http::async_read(self->stream_, self->buf_, *self->parser_,
                      [self](error_code e, size_t) { self->on_body(e); });
@@ -269,6 +299,8 @@ void http_session::refuse(http_refusal why, int status,
   keep_alive_ = false;
   flags_ = std::make_shared<http_exchange_flags>();
   auto r = http_error(status, message);
+  if (why == http_refusal::too_many_connections)
+    r.headers["Retry-After"] = "1";
   head_ = header_text(status, r.content_type, r.headers, r.body.size(), false);
   if (!head_only_)
     head_ += r.body;
@@ -293,7 +325,7 @@ void http_session::dispatch() {
   }
   req.keep_alive = msg.keep_alive();
   req.body = std::move(msg.body());
-  keep_alive_ = req.keep_alive && !core_->stopping.load();
+  keep_alive_ = req.keep_alive && !core_->stopping.load() && !reserved_;
   flags_ = std::make_shared<http_exchange_flags>();
   auto ex =
     std::make_shared<http_exchange>(shared_from_this(), std::move(req), flags_);

@@ -16,7 +16,10 @@ namespace outrider::runtime {
 
 class http_session : public std::enable_shared_from_this<http_session> {
  public:
-  http_session(tcp::socket sock, std::shared_ptr<http_server_core> core);
+  /// `reserved`: taken beyond the connection limit; one request to a
+  /// reserved path, then closed.
+  http_session(tcp::socket sock, std::shared_ptr<http_server_core> core,
+               bool reserved = false);
   ~http_session();
 
   void start();
@@ -37,6 +40,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
 
   void handshake(); // TLS: before the first request
   void wait_for_request(std::chrono::milliseconds idle);
+  std::chrono::milliseconds read_deadline() const;
   void read_header();
   void on_header(boost::system::error_code ec);
   void on_body(boost::system::error_code ec);
@@ -78,6 +82,8 @@ class http_session : public std::enable_shared_from_this<http_session> {
   bool lingering_ = false;
   bool chunked_ = false;
   bool ending_ = false;
+  bool reserved_ = false;
+  uint64_t idle_key_ = 0; // nonzero while waiting for a request's first byte
   bool finishing_ = false;
   bool writing_ = false;
   std::string head_, pending_, inflight_;

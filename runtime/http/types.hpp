@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace outrider::runtime {
 
@@ -29,6 +30,13 @@ struct http_limits {
   size_t max_headers = 100;       // header fields (431)
   size_t body_bytes = 1 << 20;    // decoded body, chunked or not (413)
   size_t max_connections = 10000; // beyond: a fast 503 with Retry-After
+  /// Beyond `max_connections`, this many more connections are still read,
+  /// for one request each to a path of `reserved_paths` (others: 503),
+  /// within `reserved_read_timeout`, then closed: a prober gets through
+  /// while clients hold every ordinary slot.
+  size_t reserved_connections = 0;
+  std::vector<std::string> reserved_paths;
+  std::chrono::milliseconds reserved_read_timeout{2000};
   /// From a request's first byte to its last (408).
   std::chrono::milliseconds read_timeout{10000};
   /// A kept-alive connection waiting for its next request (closed).
