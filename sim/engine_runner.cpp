@@ -169,6 +169,11 @@ void engine_runner::lose_next_kv_message() {
     pub_->lose_next();
 }
 
+void engine_runner::renumber_kv_messages() {
+  if (pub_)
+    pub_->renumber();
+}
+
 void engine_runner::inject_frames(std::vector<std::string> frames) {
   if (pub_)
     pub_->publish_frames(std::move(frames));

@@ -78,6 +78,8 @@ class engine_runner {
   void inject_frames(std::vector<std::string> frames);
   /// The next KV batch is not sent live (replay still has it).
   void lose_next_kv_message();
+  /// The KV publisher numbers from 0 again (see kv_publisher::renumber).
+  void renumber_kv_messages();
   /// Replays are answered by a hostile drip from now on (fault tests).
   void drip_malformed_replays();
   std::vector<cached_block> cache_snapshot() const;

@@ -63,6 +63,12 @@ void kv_publisher::publish(std::string payload) {
   [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof(one));
 }
 
+void kv_publisher::renumber() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  next_seq_ = 0;
+  renumbered_ = true;
+}
+
 void kv_publisher::publish_frames(std::vector<std::string> frames) {
   {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -95,6 +101,8 @@ void kv_publisher::run() {
       std::lock_guard<std::mutex> guard{mtx_};
       batch.swap(queue_);
       raw.swap(raw_);
+      if (renumbered_.exchange(false))
+        buffer_.clear(); // what was numbered before is gone with it
     }
     for (auto& frames : raw)
       for (size_t i = 0; i < frames.size(); ++i)

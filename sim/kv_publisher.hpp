@@ -50,6 +50,10 @@ class kv_publisher {
   /// sent live), as a slow subscriber past ZeroMQ's high-water mark sees.
   void lose_next() { lose_next_ = true; }
 
+  /// Numbers from 0 again, with an empty replay buffer, as a publisher
+  /// restarted under the same instance does (fault tests).
+  void renumber();
+
   /// From now on replay requests are answered as a hostile peer would: a
   /// malformed frame every 20 ms, for a minute, and never an end (fault
   /// tests of consumers' replay deadlines).
@@ -74,6 +78,7 @@ class kv_publisher {
   std::atomic<uint64_t> bad_requests_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> lose_next_{false};
+  std::atomic<bool> renumbered_{false};
   std::atomic<bool> drip_{false};
   // Peers being dripped at, until when; publisher thread only.
   std::vector<std::pair<std::string, std::chrono::steady_clock::time_point>>

@@ -112,6 +112,12 @@ runtime::http_response debug_route(sim_engine& e,
       e.runner(k).lose_next_kv_message();
     return json_answer(200, "{\"ok\":true}\n");
   }
+  if (req.path == "/debug/kv_renumber" && req.method == "POST") {
+    // The KV publishers number from 0 again (a restarted publisher).
+    for (int k = 0; k < e.ranks(); ++k)
+      e.runner(k).renumber_kv_messages();
+    return json_answer(200, "{\"ok\":true}\n");
+  }
   if (req.path == "/debug/kv_replay_drip" && req.method == "POST") {
     // From now on replays get malformed frames dripped, never an end.
     for (int k = 0; k < e.ranks(); ++k)

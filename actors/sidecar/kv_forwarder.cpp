@@ -29,7 +29,12 @@ constexpr auto replay_deadline = std::chrono::seconds{10};
 constexpr size_t max_replay_bytes = size_t{256} << 20;
 constexpr int max_malformed_replay_frames = 64;
 
-enum class catch_up_result { done, waiting };
+enum class catch_up_result {
+  done,
+  waiting,
+  /// No replay covers the gap (no endpoint, or none answered in time).
+  unrecoverable,
+};
 
 struct replay_result {
   bool ok = false;
@@ -205,9 +210,14 @@ void lose_history(self_ptr self, const kv_sequencer::replay_plan& plan,
                   const char* why) {
   auto& st = self->state;
   st.counter(st.unrecoverable).inc();
-  spdlog::warn("kv_forwarder[{}]: history {}..{} is gone ({}); resetting the "
-               "rank",
-               st.cfg.source.rank, plan.lost_from, plan.resume - 1, why);
+  if (plan.resume < plan.lost_from)
+    spdlog::warn("kv_forwarder[{}]: the publisher numbers from {} again "
+                 "(expected {}): it restarted; resetting the rank",
+                 st.cfg.source.rank, plan.resume, plan.lost_from);
+  else
+    spdlog::warn("kv_forwarder[{}]: history {}..{} is gone ({}); resetting "
+                 "the rank",
+                 st.cfg.source.rank, plan.lost_from, plan.resume - 1, why);
   if (auto idx = st.cfg.indexer->get())
     self->send(idx, indexer::reset_rank_atom::value,
                int32_t{st.cfg.source.rank}, plan.resume);
@@ -251,9 +261,7 @@ catch_up_result catch_up(self_ptr self, uint64_t upto_hint) {
     bool none = st.cfg.source.replay_endpoint.empty();
     if (none || now - *st.unanswered_since >= unanswered_replay_limit) {
       st.unanswered_since.reset();
-      lose_history(self, st.seq.plan_unanswered(upto_hint),
-                   none ? "the engine has no replay endpoint"
-                        : "the replay did not answer");
+      return catch_up_result::unrecoverable;
     }
     return catch_up_result::done;
   }
@@ -269,6 +277,25 @@ catch_up_result catch_up(self_ptr self, uint64_t upto_hint) {
   for (auto i : plan.apply)
     apply(self, r.batches[i].first, r.batches[i].second);
   return catch_up_result::done;
+}
+
+// A live batch no replay explains: held until a run of them confirms
+// where the publisher is (kv_sequencer::stray), then the rank is reset
+// and the run applied. One bogus sequence never freezes the stream.
+void take_stray(self_ptr self, uint64_t seq, std::string payload,
+                const char* why) {
+  auto& st = self->state;
+  auto plan = st.seq.stray(seq, std::move(payload));
+  if (plan.dropped)
+    st.reject("sequence_unconfirmed",
+              "a run of unexplained sequences was not confirmed", plan.dropped);
+  if (!plan.adopt)
+    return;
+  lose_history(self, plan.reset, why);
+  for (auto& [s, p] : plan.apply) {
+    apply(self, s, p);
+    st.seq.applied(s);
+  }
 }
 
 void poll_once(self_ptr self) {
@@ -321,19 +348,35 @@ void poll_once(self_ptr self) {
     }
     auto seq = kv::decode_seq(frames[1].data());
     auto v = st.seq.classify(seq);
-    if (v == kv_sequencer::verdict::duplicate) {
-      st.counter(st.duplicates).inc();
-      continue;
-    }
-    if (v == kv_sequencer::verdict::gap) {
+    using verdict = kv_sequencer::verdict;
+    if (v == verdict::gap) {
       st.counter(st.gaps).inc();
-      catch_up(self, seq);
+      // While strays are held, their run is being checked: no replay.
+      if (st.seq.held() > 0) {
+        take_stray(self, seq, frames[2].to_string(), "no replay covered it");
+        continue;
+      }
+      if (catch_up(self, seq) == catch_up_result::unrecoverable) {
+        take_stray(self, seq, frames[2].to_string(),
+                   st.cfg.source.replay_endpoint.empty()
+                     ? "the engine has no replay endpoint"
+                     : "the replay did not answer");
+        continue;
+      }
       v = st.seq.classify(seq);
     }
-    if (v == kv_sequencer::verdict::apply) {
+    if (v == verdict::duplicate) {
+      if (st.seq.echo(seq))
+        st.counter(st.duplicates).inc();
+      else // behind, and no replay explains it: a restarted publisher?
+        take_stray(self, seq, frames[2].to_string(), "numbered again");
+    } else if (v == verdict::apply) {
+      if (auto n = st.seq.settle())
+        st.reject("sequence_unconfirmed",
+                  "unexplained sequences, then the expected one", n);
       apply(self, seq, frames[2].to_string());
       st.seq.applied(seq);
-    } else if (v == kv_sequencer::verdict::gap)
+    } else
       st.reject("sequence_ahead", "sequence " + std::to_string(seq) +
                                     " beyond the engine's history");
   }

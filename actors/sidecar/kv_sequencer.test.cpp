@@ -53,21 +53,85 @@ TEST_CASE("kv_sequencer: an empty replay answer is not lost history",
   CHECK(s.classify(50) == verdict::gap);
 }
 
-TEST_CASE("kv_sequencer: a gap no replay covered is lost history, and the "
-          "stream goes on from the live batch",
+using batches = std::vector<std::pair<uint64_t, std::string>>;
+
+TEST_CASE("kv_sequencer: a near gap no replay covered is lost history, and "
+          "the stream goes on from the live batch",
           "[kv_sequencer]") {
   kv_sequencer s{10};
-  auto plan = s.plan_unanswered(13);
-  REQUIRE(plan.lost);
-  CHECK(plan.lost_from == 10);
-  CHECK(plan.resume == 13);
+  auto plan = s.stray(13, "c");
+  REQUIRE(plan.adopt);
+  CHECK(plan.reset.lost_from == 10);
+  CHECK(plan.reset.resume == 13);
+  CHECK(plan.apply == batches{{13, "c"}});
   CHECK(s.classify(13) == verdict::apply);
   s.applied(13);
   CHECK(s.classify(14) == verdict::apply);
-  // Nothing ahead: nothing lost.
-  CHECK_FALSE(s.plan_unanswered(14).lost);
-  CHECK_FALSE(s.plan_unanswered(2).lost);
-  CHECK(s.next() == 14);
+  CHECK(s.held() == 0);
+}
+
+TEST_CASE("kv_sequencer: one far-ahead sequence is held, never followed "
+          "alone; the expected one gives it up",
+          "[kv_sequencer]") {
+  kv_sequencer s{10};
+  auto plan = s.stray(uint64_t{1} << 63, "bogus");
+  CHECK_FALSE(plan.adopt);
+  CHECK(s.held() == 1);
+  CHECK(s.next() == 10);
+  CHECK(s.classify(10) == verdict::apply);
+  CHECK(s.settle() == 1);
+  s.applied(10);
+  CHECK(s.classify(11) == verdict::apply);
+  // A run broken by another far sequence starts again.
+  CHECK_FALSE(s.stray(500000, "a").adopt);
+  auto other = s.stray(700000, "b");
+  CHECK_FALSE(other.adopt);
+  CHECK(other.dropped == 1);
+  // The largest sequence has no successor.
+  s.settle();
+  CHECK_FALSE(s.stray(UINT64_MAX, "m").adopt);
+  auto wrapped = s.stray(0, "z");
+  CHECK_FALSE(wrapped.adopt);
+  CHECK(wrapped.dropped == 1);
+}
+
+TEST_CASE("kv_sequencer: a confirmed far-ahead run resets the rank and is "
+          "applied from its start",
+          "[kv_sequencer]") {
+  kv_sequencer s{10};
+  CHECK_FALSE(s.stray(100000, "a").adopt);
+  auto plan = s.stray(100001, "b");
+  REQUIRE(plan.adopt);
+  CHECK(plan.reset.lost_from == 10);
+  CHECK(plan.reset.resume == 100000);
+  CHECK(plan.apply == batches{{100000, "a"}, {100001, "b"}});
+  CHECK(s.next() == 100000);
+}
+
+TEST_CASE("kv_sequencer: a publisher numbering from 0 again is followed "
+          "after three batches; a replay's echo is only a duplicate",
+          "[kv_sequencer]") {
+  kv_sequencer s{1000};
+  CHECK(s.classify(0) == verdict::duplicate);
+  CHECK_FALSE(s.echo(0));
+  CHECK_FALSE(s.stray(0, "a").adopt);
+  CHECK_FALSE(s.stray(1, "b").adopt);
+  auto plan = s.stray(2, "c");
+  REQUIRE(plan.adopt);
+  CHECK(plan.reset.resume == 0);
+  CHECK(plan.reset.lost_from == 1000);
+  CHECK(plan.apply == batches{{0, "a"}, {1, "b"}, {2, "c"}});
+  for (auto& [seq, _] : plan.apply)
+    s.applied(seq);
+  CHECK(s.next() == 3);
+  // After a replay from 3 that applied 3..5, live 3..5 are its echo.
+  s.plan_replay({3, 4, 5});
+  CHECK(s.echo(4));
+  CHECK_FALSE(s.echo(2));
+  CHECK_FALSE(s.echo(6));
+  // The indexer raising the expectation: what lies between is an echo.
+  CHECK(s.resync(9));
+  CHECK(s.echo(7));
 }
 
 TEST_CASE("kv_sequencer: resync moves only when the indexer disagrees",

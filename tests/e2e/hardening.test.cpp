@@ -5,7 +5,10 @@
 #include <thread>
 
 #include "tests/e2e/router_cluster.hpp"
+#include "tests/e2e/sidecar_process.hpp"
+#include "tests/e2e/sim_process.hpp"
 #include "tests/raw_client.hpp"
+#include "vllm.grpc.pb.h"
 
 using namespace outrider::test;
 using namespace std::string_literals;
@@ -67,4 +70,89 @@ TEST_CASE("row 12: clients holding every status connection do not fail "
              Contains("outrider_http_idle_evictions_total{server=\"status\"}"));
   // Clients mid-request keep their slots; probes get reserved ones (the
   // unit tests of runtime/http cover that case).
+}
+
+namespace {
+
+using block_list = std::vector<std::vector<uint32_t>>;
+
+block_list token_blocks(const nlohmann::json& list) {
+  block_list out;
+  for (const auto& b : list)
+    out.push_back(b["token_ids"].get<std::vector<uint32_t>>());
+  return out;
+}
+
+// The token blocks of rank 0 in the sidecar's index.
+block_list sidecar_blocks(const sidecar_process& side) {
+  std::string body;
+  if (side.get("/debug/index", &body) != 200)
+    return {};
+  auto doc = nlohmann::json::parse(body, nullptr, false);
+  if (!doc.is_object() || !doc["ranks"].contains("0"))
+    return {};
+  return token_blocks(doc["ranks"]["0"]["blocks"]);
+}
+
+// The index follows the engine: the prompt starting at `first` (token ids
+// first, first+1, ...) has at least `n` blocks in it.
+bool indexed(const sidecar_process& side, uint32_t first, size_t n) {
+  size_t found = 0;
+  for (const auto& b : sidecar_blocks(side))
+    found += !b.empty() && b.front() >= first && b.front() < first + 1000;
+  return found >= n;
+}
+
+bool prompt(const sim_process& sim, uint32_t first) {
+  auto stub = vllm::Inference::NewStub(sim.channel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+  vllm::GenerateRequest req;
+  for (uint32_t i = 0; i < 13; ++i) // three 4-token blocks
+    req.mutable_token_ids()->add_ids(first + i);
+  req.mutable_stopping()->set_max_new_tokens(2);
+  vllm::GenerateResponse resp;
+  return stub->Generate(&ctx, req, &resp).ok();
+}
+
+} // namespace
+
+TEST_CASE("row 3: a bogus far-ahead sequence from an engine with no replay "
+          "never freezes the index, not even across a restart, and a "
+          "publisher that numbers from 0 again is followed") {
+  sim_process sim{{.replay = false}};
+  REQUIRE(sim.wait_serving(10s));
+  auto dirs = std::make_shared<sidecar_dirs>();
+  auto side = std::make_unique<sidecar_process>(sim.endpoint(), dirs);
+  REQUIRE(eventually([&] { return side->get("/ready") == 200; }, 10s));
+  REQUIRE(prompt(sim, 1000));
+  REQUIRE(eventually([&] { return indexed(*side, 1000, 3); }, 5s));
+  // One batch numbered 2^63 (topic "kv-events", an empty event list).
+  REQUIRE(sim.post_debug(
+    "/debug/kv_inject",
+    json{{"frames_hex", {"6b762d6576656e7473", "8000000000000000", "90"}}}
+      .dump()));
+  REQUIRE(prompt(sim, 2000));
+  CHECK(eventually([&] { return indexed(*side, 2000, 3); }, 5s));
+  CHECK(eventually(
+    [&] {
+      return side->metric("outrider_kv_events_rejected_total{reason="
+                          "\"sequence_unconfirmed\",rank=\"0\"}") >= 1.0;
+    },
+    5s));
+  // Nothing of 2^63 was kept: restarted, the sidecar follows on.
+  side.reset();
+  side = std::make_unique<sidecar_process>(sim.endpoint(), dirs);
+  REQUIRE(eventually([&] { return side->get("/ready") == 200; }, 10s));
+  REQUIRE(prompt(sim, 3000));
+  CHECK(eventually([&] { return indexed(*side, 3000, 3); }, 5s));
+  // The publisher numbers from 0 again under the same instance: after a
+  // few batches the rank is reset and followed, never frozen.
+  REQUIRE(sim.post_debug("/debug/kv_renumber"));
+  for (uint32_t first : {4000u, 5000u, 6000u, 7000u})
+    REQUIRE(prompt(sim, first));
+  CHECK(eventually([&] { return indexed(*side, 7000, 3); }, 5s));
+  CHECK(side->metric("outrider_kv_gaps_unrecoverable_total{rank=\"0\"}") >=
+        1.0);
+  CHECK(side->get("/ready") == 200);
 }
