@@ -173,8 +173,11 @@ std::shared_ptr<router_parts> start_router(runtime::role_env& ctx,
   auto relay_creds = cluster::channel_credentials(parts->tls);
   parts->plane = event_plane_from(ctx, s);
   const auto& server_name = s.tls_server_name;
+  std::vector<std::string> own{s.http_host + ":" + std::to_string(s.http_port)};
+  if (s.grpc_port > 0)
+    own.push_back(s.http_host + ":" + std::to_string(s.grpc_port));
   parts->watcher = std::make_unique<worker_watcher>(
-    parts->disc, parts->brain, relay_creds, parts->plane, server_name);
+    parts->disc, parts->brain, relay_creds, parts->plane, server_name, own);
   parts->dispatch = dispatcher_from(ctx, s, *parts, relay_creds);
   add_status_page(
     ctx, parts->brain, [weak = std::weak_ptr<router_parts>(parts)] {

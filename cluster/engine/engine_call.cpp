@@ -165,6 +165,15 @@ std::optional<call_target> call_target_from(
   call_target t;
   std::set<std::string> seen;
   for (const auto& [k, v] : metadata) {
+    if (k == hops_key) {
+      auto n = whole_number<uint32_t>(v);
+      if (!n || !seen.insert(k).second) {
+        *why = "metadata '" + k + "' must be given once, a base-10 uint32";
+        return std::nullopt;
+      }
+      t.hops = *n;
+      continue;
+    }
     if (k.rfind("openengine-", 0) != 0)
       continue;
     if (!seen.insert(k).second) {
@@ -193,6 +202,8 @@ std::optional<call_target> call_target_from(
 void start_generate(const std::shared_ptr<grpc::Channel>& ch, dialect d,
                     const oe::GenerateRequest& req, const call_target& target,
                     grpc::ClientContext& ctx, generate_sink& sink) {
+  if (target.hops > 0)
+    ctx.AddMetadata(hops_key, std::to_string(target.hops));
   if (d == dialect::openengine || d == dialect::unknown) {
     if (target.dp_rank)
       ctx.AddMetadata(rank_key, std::to_string(*target.dp_rank));

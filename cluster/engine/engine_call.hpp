@@ -35,11 +35,20 @@ struct call_target {
   std::optional<int32_t> priority; // vLLM takes it; SGLang drops it
   /// Other `openengine-*` metadata, passed on to OpenEngine engines.
   std::vector<std::pair<std::string, std::string>> passthrough;
+  /// Routers this call already passed (`x-outrider-hops`), sent on in
+  /// every dialect: a router refuses a call that already passed one, so a
+  /// worker record that names a router (itself, or one whose records name
+  /// it back) ends in one refused hop, not a chain of nested calls.
+  uint32_t hops = 0;
 };
 
+/// The metadata key of `call_target::hops`.
+inline constexpr const char* hops_key = "x-outrider-hops";
+
 /// The target of a call that arrived with `metadata` (its `openengine-*`
-/// pairs; others are ignored). A rank that is not a base-10 uint32, a
-/// priority that is not an int32, or a key given twice is refused with
+/// pairs and `x-outrider-hops`; others are ignored). A rank that is not a
+/// base-10 uint32, a priority that is not an int32, or a key given twice is
+/// refused with
 /// `*why` (INVALID_ARGUMENT, as OpenEngine asks), never read as 0.
 std::optional<call_target> call_target_from(
   const std::vector<std::pair<std::string, std::string>>& metadata,

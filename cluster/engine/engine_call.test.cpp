@@ -49,4 +49,12 @@ TEST_CASE("a call's rank and priority are read as numbers, garbage refused") {
     {{"openengine-target-dp-rank", "1"}, {"openengine-target-dp-rank", "2"}},
     &why));
   CHECK(why.find("more than once") != std::string::npos);
+  // The routers a call passed: a number, once.
+  auto hopped = call_target_from({{"x-outrider-hops", "2"}}, &why);
+  REQUIRE(hopped);
+  CHECK(hopped->hops == 2u);
+  CHECK(none->hops == 0u);
+  CHECK_FALSE(call_target_from({{"x-outrider-hops", "x"}}, &why));
+  CHECK_FALSE(call_target_from(
+    {{"x-outrider-hops", "1"}, {"x-outrider-hops", "1"}}, &why));
 }

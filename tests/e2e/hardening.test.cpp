@@ -2,8 +2,11 @@
 // tried again against the real binaries. Each test failed on the code
 // before its fix (the row and the commit are named in docs/testing.md).
 
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
+#include "openengine.grpc.pb.h"
 #include "tests/e2e/router_cluster.hpp"
 #include "tests/e2e/sidecar_process.hpp"
 #include "tests/e2e/sim_process.hpp"
@@ -155,4 +158,60 @@ TEST_CASE("row 3: a bogus far-ahead sequence from an engine with no replay "
   CHECK(side->metric("outrider_kv_gaps_unrecoverable_total{rank=\"0\"}") >=
         1.0);
   CHECK(side->get("/ready") == 200);
+}
+
+namespace {
+
+// A copy of worker-0's record under another id, its relay at `relay`.
+void plant_record(const cluster& c, const std::string& id,
+                  const std::string& relay) {
+  std::ifstream in{c.discovery.path / "worker-0.json"};
+  auto rec = nlohmann::json::parse(in);
+  rec["worker_id"] = id;
+  rec["instance_id"] = id;
+  rec["relay_endpoint"] = relay;
+  std::ofstream{c.discovery.path / (id + ".json.tmp")} << rec.dump() << "\n";
+  std::filesystem::rename(c.discovery.path / (id + ".json.tmp"),
+                          c.discovery.path / (id + ".json"));
+}
+
+} // namespace
+
+TEST_CASE("row 8: a worker record naming the router itself, or a call that "
+          "already passed a router, ends at once, never nested") {
+  cluster c{1, {}, {"--request-timeout", "20s"}};
+  auto own = std::to_string(c.grpc_port);
+  plant_record(c, "loop-a", "127.0.0.1:" + own);
+  plant_record(c, "loop-b", "localhost:" + own);
+  CHECK(eventually(
+    [&] {
+      return c.router_metric("outrider_discovery_self_records_total") >= 2;
+    },
+    10s));
+  CHECK(c.router_metric("outrider_router_workers") == 1);
+  // Every request goes to the real worker, at once.
+  auto t0 = std::chrono::steady_clock::now();
+  for (uint32_t i = 0; i < 8; ++i)
+    CHECK(c.complete(tokens(100 * i + 1, 16), 2)["choices"].size() == 1);
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s * time_allowance);
+  // Another name of this host (or a second router whose records name this
+  // one) is caught one hop later: a call that passed a router is refused.
+  auto ch =
+    grpc::CreateChannel("127.0.0.1:" + own, grpc::InsecureChannelCredentials());
+  auto stub = openengine::v1::Inference::NewStub(ch);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  ctx.AddMetadata("x-outrider-hops", "1");
+  openengine::v1::GenerateRequest req;
+  for (uint32_t t : tokens(1, 8))
+    req.mutable_token_ids()->add_ids(t);
+  req.mutable_stopping()->set_max_tokens(2);
+  auto reader = stub->Generate(&ctx, req);
+  openengine::v1::GenerateResponse resp;
+  while (reader->Read(&resp)) {
+  }
+  auto st = reader->Finish();
+  CHECK(st.error_code() == grpc::StatusCode::UNAVAILABLE);
+  CHECK_THAT(st.error_message(), Contains("already passed a router"));
+  CHECK(c.router_metric("outrider_router_loops_refused_total") == 1);
 }

@@ -25,6 +25,9 @@ struct generate_params {
   /// Router time spent before dispatch (tokenizing, rendering a chat),
   /// counted with placement in outrider_router_overhead_seconds.
   std::chrono::nanoseconds preprocess{0};
+  /// The client's own deadline (a gRPC caller's), when it has one: no
+  /// engine call outlives it, whatever --request-timeout allows.
+  std::optional<std::chrono::system_clock::time_point> deadline;
 };
 
 struct generate_outcome {

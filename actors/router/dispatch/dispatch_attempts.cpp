@@ -43,7 +43,9 @@ class attempts final : public attempt_seams,
   attempts(dispatch_parts& d, const generate_params& p)
     : d_(d), temperature_(p.temperature), lora_(p.lora),
       cache_salt_(p.cache_salt), preprocess_(p.preprocess),
-      deadline_(std::chrono::system_clock::now() + d.cfg.request_timeout) {}
+      deadline_(std::min(
+        std::chrono::system_clock::now() + d.cfg.request_timeout,
+        p.deadline.value_or(std::chrono::system_clock::time_point::max()))) {}
 
   bool may_migrate() const override { return !d_.shutting_down.load(); }
 
@@ -182,6 +184,7 @@ class attempts::call final : public engine::generate_sink {
     // evicted before admission.
     if (d_.priority != 0)
       target.priority = d_.priority;
+    target.hops = 1; // a router's call (routers refuse calls that passed one)
     engine::start_generate(disp_.calls.channel_for(endpoint, !direct), dialect,
                            req_, target, ctx_, *this);
   }

@@ -123,7 +123,7 @@ void prefill_leg::run(const std::vector<uint32_t>& tokens,
     }
     engine::start_generate(
       calls_.channel_for(p.endpoint, true), engine::dialect::openengine, req,
-      engine::call_target{static_cast<uint32_t>(p.rank), std::nullopt, {}},
+      engine::call_target{static_cast<uint32_t>(p.rank), std::nullopt, {}, 1},
       call->ctx, *call);
     // SGLang's handoff: the decode leg goes at once, with the same room (the
     // prefill leg ends only once the decode engine has fetched the KV).

@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "cluster/engine/engine_call.hpp"
 #include "cluster/engine/token_queue.hpp"
 #include "openengine.grpc.pb.h"
 
@@ -17,7 +18,12 @@ struct grpc_frontend::state {
   std::atomic<size_t> streams{0};
   runtime::counter* refused = &runtime::global_metrics().get_counter(
     "outrider_router_grpc_refused_total",
-    "gRPC frontend requests refused: too many streams or shutting down");
+    "gRPC frontend requests refused: too many streams, shutting down, or "
+    "a call that already passed a router");
+  runtime::counter* loops = &runtime::global_metrics().get_counter(
+    "outrider_router_loops_refused_total",
+    "Calls refused because they already passed a router: a worker record "
+    "names a router's address");
 };
 
 namespace {
@@ -75,7 +81,8 @@ Status check(const oe::GenerateRequest& in,
 class generate_call final
   : public grpc::ServerWriteReactor<oe::GenerateResponse> {
  public:
-  generate_call(frontend_state& s, const oe::GenerateRequest& in)
+  generate_call(frontend_state& s, const oe::GenerateRequest& in,
+                std::optional<std::chrono::system_clock::time_point> deadline)
     : s_(s), id_(in.request_id()) {
     ++s_.streams;
     generate_params p;
@@ -86,6 +93,7 @@ class generate_call final
       p.temperature = in.sampling().temperature();
     p.lora = in.lora_name();
     p.cache_salt = in.kv().cache_salt();
+    p.deadline = deadline;
     oe::GenerateResponse first;
     first.set_request_id(id_);
     first.mutable_prompt()->set_num_prompt_tokens(
@@ -207,7 +215,7 @@ class inference final : public oe::Inference::CallbackService {
   explicit inference(frontend_state& s) : s_(s) {}
 
   grpc::ServerWriteReactor<oe::GenerateResponse>*
-  Generate(grpc::CallbackServerContext*,
+  Generate(grpc::CallbackServerContext* ctx,
            const oe::GenerateRequest* in) override {
     if (s_.d.shutting_down()) {
       s_.refused->inc();
@@ -223,7 +231,31 @@ class inference final : public oe::Inference::CallbackService {
     }
     if (auto st = check(*in, s_.models()); !st.ok())
       return new refused(std::move(st));
-    return new generate_call(s_, *in);
+    // A call from a router (this one or another) means a worker record
+    // names a router's listener instead of a relay: one refused hop, never
+    // a chain of calls nested until the request timeout.
+    std::vector<std::pair<std::string, std::string>> metadata;
+    for (const auto& [k, v] : ctx->client_metadata())
+      metadata.emplace_back(std::string(k.data(), k.size()),
+                            std::string(v.data(), v.size()));
+    std::string why;
+    auto target = engine::call_target_from(metadata, &why);
+    if (!target)
+      return new refused({StatusCode::INVALID_ARGUMENT, why});
+    if (target->hops > 0) {
+      s_.refused->inc();
+      s_.loops->inc();
+      return new refused(
+        {StatusCode::UNAVAILABLE,
+         "this call already passed a router (x-outrider-hops): a worker "
+         "record names a router's address, not a sidecar's relay"});
+    }
+    auto deadline = ctx->deadline();
+    return new generate_call(s_, *in,
+                             deadline ==
+                                 std::chrono::system_clock::time_point::max()
+                               ? std::nullopt
+                               : std::optional{deadline});
   }
 
  private:

@@ -1,5 +1,6 @@
 #include "actors/router/watch/worker_watcher.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include <grpcpp/alarm.h>
@@ -14,6 +15,26 @@
 namespace outrider::router {
 
 namespace oe = openengine::v1;
+
+namespace {
+
+// "host:port" with the names of this machine's loopback and wildcard
+// addresses written one way, so that a record naming this router by any
+// of them is seen as naming it. (Other names of this host are caught one
+// hop later: routers refuse calls that passed a router.)
+std::string same_host_form(const std::string& endpoint) {
+  auto colon = endpoint.rfind(':');
+  if (colon == std::string::npos)
+    return endpoint;
+  auto host = endpoint.substr(0, colon);
+  for (const char* local :
+       {"localhost", "0.0.0.0", "::", "[::]", "::1", "[::1]", "127.0.0.1"})
+    if (host == local)
+      host = "local";
+  return host + endpoint.substr(colon);
+}
+
+} // namespace
 
 // One worker's SubscribeKvEvents, snapshot then live, on gRPC's callback
 // API; a broken stream is opened again after a short pause (a gRPC alarm),
@@ -108,11 +129,14 @@ worker_watcher::worker_watcher(std::shared_ptr<cluster::discovery> disc,
                                runtime::slot_ptr<kv_router_actor> router,
                                std::shared_ptr<grpc::ChannelCredentials> creds,
                                std::shared_ptr<cluster::nats_kv_plane> plane,
-                               std::string tls_server_name)
+                               std::string tls_server_name,
+                               std::vector<std::string> own)
   : disc_(std::move(disc)), router_(std::move(router)),
     creds_(std::move(creds)), server_name_(std::move(tls_server_name)),
     plane_(std::move(plane)),
     poller_(std::make_unique<load_poller>(router_, creds_, server_name_)) {
+  for (const auto& a : own)
+    own_.push_back(same_host_form(a));
   if (plane_) {
     plane_connections_ = plane_->connections();
     auto err = plane_->subscribe([this](cluster::kv_plane_message m) {
@@ -178,6 +202,10 @@ void worker_watcher::run() {
   auto& invalid_records = runtime::global_metrics().get_counter(
     "outrider_discovery_invalid_records_total",
     "Malformed worker records skipped");
+  auto& self_records = runtime::global_metrics().get_counter(
+    "outrider_discovery_self_records_total",
+    "Worker records refused because their relay is this router's address "
+    "(counted each time discovery is read)");
   while (!stopping_) {
     if (!router_->get()) {
       // The supervisor has not started the router actor yet.
@@ -206,8 +234,20 @@ void worker_watcher::run() {
     auto records = disc_->list(&invalid);
     invalid_records.inc(invalid);
     std::map<std::string, cluster::worker_record> now;
-    for (auto& r : records)
+    for (auto& r : records) {
+      auto relay = same_host_form(r.relay_endpoint);
+      if (std::find(own_.begin(), own_.end(), relay) != own_.end()) {
+        self_records.inc();
+        if (!warned_self_.count(r.worker_id)) {
+          warned_self_.insert(r.worker_id);
+          spdlog::error("router: worker {}'s record names this router's own "
+                        "address {} as its relay; refused",
+                        r.worker_id, r.relay_endpoint);
+        }
+        continue;
+      }
       now[r.worker_id] = r;
+    }
     for (const auto& [id, r] : known_) {
       auto i = now.find(id);
       if (i != now.end() && i->second.instance_id == r.instance_id &&

@@ -4,8 +4,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/security/credentials.h>
 
@@ -31,13 +33,16 @@ class worker_watcher {
  public:
   /// `creds` secure the calls to the sidecars' relays (--tls-*). With a
   /// `plane` (--event-plane nats, opened) events come from NATS and the
-  /// sidecars are asked only for snapshots (kv_follower).
+  /// sidecars are asked only for snapshots (kv_follower). A record whose
+  /// relay is one of `own` (this router's listeners, "host:port") is
+  /// refused: the router would call itself.
   worker_watcher(std::shared_ptr<cluster::discovery> disc,
                  runtime::slot_ptr<kv_router_actor> router,
                  std::shared_ptr<grpc::ChannelCredentials> creds =
                    grpc::InsecureChannelCredentials(),
                  std::shared_ptr<cluster::nats_kv_plane> plane = nullptr,
-                 std::string tls_server_name = {});
+                 std::string tls_server_name = {},
+                 std::vector<std::string> own = {});
   ~worker_watcher(); // stops its thread and every subscription
 
   worker_watcher(const worker_watcher&) = delete;
@@ -52,8 +57,10 @@ class worker_watcher {
   std::shared_ptr<cluster::discovery> disc_;
   runtime::slot_ptr<kv_router_actor> router_;
   std::shared_ptr<grpc::ChannelCredentials> creds_;
-  std::string server_name_; // --tls-server-name
-  uint64_t generation_ = 0; // of the router actor we told
+  std::string server_name_;           // --tls-server-name
+  std::vector<std::string> own_;      // this router's listeners, normalized
+  std::set<std::string> warned_self_; // records that name own_, logged once
+  uint64_t generation_ = 0;           // of the router actor we told
   std::atomic<bool> stopping_{false};
   std::map<std::string, cluster::worker_record> known_;
   std::map<std::string, std::shared_ptr<subscription>> subs_;
