@@ -1,6 +1,7 @@
 #include "runtime/text_checks.hpp"
 
 #include <utf8proc.h>
+#include <vector>
 
 namespace outrider::runtime {
 
@@ -41,6 +42,33 @@ bool json_depth_within(std::string_view s, size_t max_depth) {
         return false;
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
+    }
+  }
+  return true;
+}
+
+bool json_object_members_within(std::string_view s, size_t max_members) {
+  // Per open bracket: an object's members so far (arrays: -1, not counted).
+  std::vector<long> open;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{') {
+      open.push_back(1);
+    } else if (c == '[') {
+      open.push_back(-1);
+    } else if ((c == '}' || c == ']') && !open.empty()) {
+      open.pop_back();
+    } else if (c == ',' && !open.empty() && open.back() >= 0) {
+      if (static_cast<size_t>(++open.back()) > max_members)
+        return false;
     }
   }
   return true;

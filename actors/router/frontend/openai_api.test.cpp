@@ -1,7 +1,11 @@
 #include "actors/router/frontend/openai_api.hpp"
 
+#include <chrono>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+
+#include "actors/router/frontend/openai_chat.hpp"
 
 using namespace outrider::router;
 using json = nlohmann::json;
@@ -29,4 +33,32 @@ TEST_CASE("openai: the fast token event is the same JSON as the general one") {
     CHECK(a == b);
     CHECK(a["choices"][0]["token_ids"].size() == toks.size());
   }
+}
+
+TEST_CASE("openai: a chat body with an object of 100,000 keys is refused in "
+          "linear time, before the ordered parse") {
+  std::string tools = "{";
+  for (int i = 0; i < 100000; ++i)
+    tools += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
+  tools += "}";
+  auto body = R"({"model":"m","messages":[{"role":"user","content":"hi"}],)"
+              R"("chat_template_kwargs":)" +
+              tools + "}";
+  completion_request out;
+  auto t0 = std::chrono::steady_clock::now();
+  auto refused = parse_chat(body, {"m"}, api_limits{}, out);
+  auto took = std::chrono::steady_clock::now() - t0;
+  REQUIRE(refused);
+  CHECK(refused->status == 400);
+  CHECK(refused->body.find("too_many_members") != std::string::npos);
+  CHECK(took < std::chrono::milliseconds{500}); // quadratic: 15 s
+  // Keys inside strings, and arrays of any length, do not count.
+  std::string many = "[";
+  for (int i = 0; i < 5000; ++i)
+    many += (i ? ",\"a,b\"" : "\"a,b\"");
+  many += "]";
+  auto ok = R"({"model":"m","messages":[{"role":"user","content":"hi"}],)"
+            R"("chat_template_kwargs":{"list":)" +
+            many + "}}";
+  CHECK_FALSE(parse_chat(ok, {"m"}, api_limits{}, out));
 }

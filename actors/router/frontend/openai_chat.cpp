@@ -12,6 +12,7 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 constexpr size_t max_messages = 4096;
+constexpr size_t max_object_members = 1024;
 
 std::string dump(const ojson& j) {
   return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
@@ -87,6 +88,13 @@ parse_chat(const std::string& body, const std::vector<std::string>& models,
                      "the body nests deeper than " +
                        std::to_string(lim.json_depth) + " levels",
                      "too_deep");
+  // Parsed insertion-ordered (the template sees keys as sent), so each key
+  // is looked up linearly: members are capped first.
+  if (!runtime::json_object_members_within(body, max_object_members))
+    return api_error(400,
+                     "an object in the body has more than " +
+                       std::to_string(max_object_members) + " members",
+                     "too_many_members");
   auto doc = ojson::parse(body, nullptr, false);
   if (doc.is_discarded())
     return api_error(400, "the body is not valid JSON (or not UTF-8)",
