@@ -215,3 +215,51 @@ TEST_CASE("row 8: a worker record naming the router itself, or a call that "
   CHECK_THAT(st.error_message(), Contains("already passed a router"));
   CHECK(c.router_metric("outrider_router_loops_refused_total") == 1);
 }
+
+TEST_CASE("row 10: when a sidecar's rank is reset the router's index parts "
+          "from it, and the metrics show it") {
+  cluster c{1, {.replay = false}};
+  auto& side = *c.sides[0];
+  auto& sim = *c.sims[0];
+  auto prefix = tokens(1, 32); // eight 4-token blocks
+  REQUIRE(c.complete(prefix, 2)["choices"].size() == 1);
+  const std::string router_blocks =
+    "outrider_router_index_blocks{worker=\"worker-0\",rank=\"0\"}";
+  auto sidecar_blocks = [&] {
+    return side.metric("outrider_index_blocks{rank=\"0\"}").value_or(-1);
+  };
+  // In step: the same count on both sides.
+  auto in_step = eventually(
+    [&] {
+      return sidecar_blocks() >= 8 &&
+             c.router_metric(router_blocks) == sidecar_blocks();
+    },
+    10s);
+  INFO("sidecar " << sidecar_blocks() << ", router "
+                  << c.router_metric(router_blocks));
+  CHECK(in_step);
+  // A batch lost with no replay: the sidecar resets the rank; the engine
+  // still holds the prefix, so the next prompt's blocks chain to parents
+  // both indexes have lost. The sidecar keeps them (the engine has them),
+  // the router cannot place them: counted, and the gauges part.
+  REQUIRE(sim.post_debug("/debug/kv_lose"));
+  REQUIRE(c.complete(concat(prefix, tokens(500, 16)), 2)["choices"].size() ==
+          1);
+  REQUIRE(c.complete(concat(prefix, tokens(700, 16)), 2)["choices"].size() ==
+          1);
+  CHECK(eventually(
+    [&] {
+      return side.metric("outrider_kv_gaps_unrecoverable_total{rank=\"0\"}") ==
+             1.0;
+    },
+    10s));
+  CHECK(eventually(
+    [&] {
+      return c.router_metric("outrider_router_index_skipped_blocks_total{"
+                             "reason=\"unknown_parent\"}") >= 1;
+    },
+    10s));
+  CHECK(eventually(
+    [&] { return sidecar_blocks() > c.router_metric(router_blocks) + 0.5; },
+    10s));
+}

@@ -23,6 +23,7 @@ struct router_stats {
     runtime::gauge* prefill = nullptr;
     runtime::gauge* decode = nullptr;
     runtime::counter* placed = nullptr;
+    runtime::gauge* blocks = nullptr;
   };
   std::vector<load_gauges> per_slot;
   runtime::gauge* workers = nullptr;
@@ -99,11 +100,17 @@ struct router_stats {
          &m.get_gauge("outrider_router_active_decode_blocks",
                       "KV blocks held by requests routed to a rank", labels),
          &m.get_counter("outrider_router_placed_total",
-                        "Requests this router placed on a rank", labels)});
+                        "Requests this router placed on a rank", labels),
+         // Beside the sidecar's outrider_index_blocks{rank}: the two part
+         // when events are lost between them (alert on the difference).
+         &m.get_gauge("outrider_router_index_blocks",
+                      "GPU blocks the router's index holds for a rank",
+                      labels)});
     }
     auto l = p.load(slot);
     per_slot[slot].prefill->set(static_cast<double>(l.prefill_tokens));
     per_slot[slot].decode->set(static_cast<double>(l.decode_blocks));
+    per_slot[slot].blocks->set(static_cast<double>(p.index().held(slot)));
   }
 };
 
@@ -204,10 +211,12 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
     },
     [=](kv_events_atom, const std::shared_ptr<const worker_events>& ev) {
       auto& st = self->state;
-      if (!st.core->apply_events(*ev)) {
+      auto slot = st.core->apply_events(*ev);
+      if (!slot) {
         st.stats.events_dropped->inc();
         return;
       }
+      st.stats.show_load(*st.core, *slot);
       st.stats.index_entries->set(
         static_cast<double>(st.core->index_entries()));
       st.stats.show_index(st.core->index());

@@ -90,11 +90,11 @@ placement::held_blocks() const {
   return out;
 }
 
-bool placement::apply_events(const worker_events& ev) {
+std::optional<uint32_t> placement::apply_events(const worker_events& ev) {
   auto i = worker_slots_.find(ev.worker_id);
   if (i == worker_slots_.end() || ev.rank < 0 ||
       static_cast<size_t>(ev.rank) >= i->second.size())
-    return false;
+    return std::nullopt;
   auto slot = i->second[static_cast<size_t>(ev.rank)];
   if (ev.reset)
     index_.clear_slot(slot);
@@ -107,7 +107,7 @@ bool placement::apply_events(const worker_events& ev) {
   index_.apply(slot, ev.events, pred.empty() ? nullptr : &touched);
   for (auto h : touched)
     pred.erase(h);
-  return true;
+  return slot;
 }
 
 void placement::engine_reported(const engine_load& l) {

@@ -170,8 +170,9 @@ class placement {
   /// A worker's record appeared (or changed: a new instance replaces it).
   join add_worker(const cluster::worker_record& r);
   void remove_worker(const std::string& worker_id);
-  /// False when the worker or rank is unknown (the events are dropped).
-  bool apply_events(const worker_events& ev);
+  /// The slot the events went to; none when the worker or rank is
+  /// unknown (the events are dropped).
+  std::optional<uint32_t> apply_events(const worker_events& ev);
   /// An engine's own report of its KV cache; counts for
   /// `engine_load_fresh` (ranks not in it keep what they had).
   void engine_reported(const engine_load& l);
