@@ -279,8 +279,14 @@ TEST_CASE("beyond max connections, reserved slots still answer a probe "
   CHECK(idle.closed_within(6s)); // ordinary slots wait 10 s
   // ... and beyond the reserve too, the fast 503.
   REQUIRE(eventually([&] { return s.server.connections() == 3; }));
-  client r1{s.server.port()}, r2{s.server.port()};
+  // One at a time: a connection not yet read from is idle, and would give
+  // its slot to the next.
+  client r1{s.server.port()};
   r1.send("GET /live");
+  REQUIRE(eventually([&] {
+    return s.server.connections() == 4 && s.server.idle_connections() == 0;
+  }));
+  client r2{s.server.port()};
   r2.send("GET /live");
   REQUIRE(eventually([&] {
     return s.server.connections() == 5 && s.server.idle_connections() == 0;
@@ -306,10 +312,18 @@ TEST_CASE("beyond max connections, the connection idle longest gives its "
   auto fresh = roundtrip(s.server.port(), "GET /fresh HTTP/1.1\r\n\r\n");
   CHECK_THAT(fresh, StartsWith("HTTP/1.1 200"));
   CHECK(held[0]->closed_within(5s)); // the oldest idle one
-  // The next goes to the third (idle), never to the half-sent second.
+  // Full again (the fresh one has gone): a newer idle connection.
+  REQUIRE(eventually([&] { return s.server.connections() == 2; }));
+  client newer{s.server.port()};
+  newer.send("GET /newer HTTP/1.1\r\n\r\n");
+  REQUIRE_THAT(newer.read_response(), StartsWith("HTTP/1.1 200"));
+  REQUIRE(eventually([&] { return s.server.idle_connections() == 2; }));
+  // The next takes the third's slot (idle longest), never the half-sent
+  // second's nor the newer one's.
   CHECK_THAT(roundtrip(s.server.port(), "GET /again HTTP/1.1\r\n\r\n"),
              StartsWith("HTTP/1.1 200"));
   CHECK(held[2]->closed_within(5s));
+  CHECK_FALSE(newer.closed_within(100ms));
   held[1]->send(" HTTP/1.1\r\n\r\n");
   CHECK_THAT(held[1]->read_response(), Contains("GET /half"));
 }
