@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/metrics.hpp"
+
 namespace outrider::cluster {
 
 namespace fs = std::filesystem;
@@ -243,23 +245,42 @@ caf::error file_discovery::remove(const std::string& worker_id) {
 }
 
 std::vector<worker_record> file_discovery::list(size_t* invalid) {
+  static auto& read_errors = runtime::global_metrics().get_counter(
+    "outrider_discovery_read_errors_total",
+    "Discovery listings or records that could not be read (the last good "
+    "listing stood in)");
   std::vector<worker_record> out;
   size_t bad = 0;
   std::error_code ec;
   auto now = fs::file_time_type::clock::now();
-  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
-    const auto& p = entry.path();
+  std::lock_guard<std::mutex> guard{last_mtx_};
+  auto steady_now = std::chrono::steady_clock::now();
+  // Out of descriptors or memory: nothing is known about the file.
+  auto transient = [](int e) {
+    return e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS;
+  };
+  fs::directory_iterator it{dir_, ec};
+  for (; !ec && it != fs::directory_iterator{}; it.increment(ec)) {
+    const auto& p = it->path();
     if (p.extension() != ".json")
       continue;
-    auto mtime = fs::last_write_time(p, ec);
-    if (ec)
+    std::error_code fec;
+    auto mtime = fs::last_write_time(p, fec);
+    if (fec)
       continue; // vanished meanwhile
     if (now - mtime > ttl_) {
-      fs::remove(p, ec); // stale: anyone may remove it
+      fs::remove(p, fec); // stale: anyone may remove it
       continue;
     }
     std::string text;
+    errno = 0;
     if (!read_record_file(p.string(), text)) {
+      if (transient(errno)) {
+        read_errors.inc();
+        if (auto k = last_.find(p.stem().string()); k != last_.end())
+          out.push_back(k->second);
+        continue;
+      }
       ++bad;
       continue;
     }
@@ -273,6 +294,19 @@ std::vector<worker_record> file_discovery::list(size_t* invalid) {
   }
   if (invalid)
     *invalid = bad;
+  if (ec) {
+    // The listing itself failed: the last good one stands for a lease.
+    read_errors.inc();
+    out.clear();
+    if (steady_now - last_ok_ < ttl_)
+      for (const auto& [_, r] : last_)
+        out.push_back(r);
+  } else {
+    last_.clear();
+    for (const auto& r : out)
+      last_[r.worker_id] = r;
+    last_ok_ = steady_now;
+  }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return a.worker_id < b.worker_id;
   });

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -70,6 +71,12 @@ class file_discovery final : public discovery {
   std::string dir_;
   std::chrono::milliseconds ttl_;
   int inotify_fd_ = -1;
+  // A listing that fails to read (no descriptor left, the directory
+  // unreadable) is not an empty directory: what the last good listing had
+  // stands, for at most a lease, instead of every worker being dropped.
+  std::mutex last_mtx_;
+  std::map<std::string, worker_record> last_;       // guarded by last_mtx_
+  std::chrono::steady_clock::time_point last_ok_{}; // guarded by last_mtx_
 };
 
 /// In-process discovery (role `all`, tests).

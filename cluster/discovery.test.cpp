@@ -2,8 +2,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -61,6 +63,31 @@ TEST_CASE("file discovery publishes, lists and withdraws records") {
   CHECK(bad == outrider::errc::invalid_argument);
   CHECK_THAT(outrider::describe(bad),
              Catch::Matchers::Contains("invalid worker id '../escape'"));
+}
+
+TEST_CASE("a listing that cannot be read keeps the last good one, not an "
+          "empty directory") {
+  temp_dir d;
+  file_discovery disc{d.path.string(), 10s};
+  REQUIRE_FALSE(disc.put(record("w1")));
+  REQUIRE_FALSE(disc.put(record("w2")));
+  REQUIRE(disc.list().size() == 2);
+  // No descriptor left: the directory cannot be opened.
+  rlimit was{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &was) == 0);
+  int lowest_free = dup(0); // the limit bounds descriptor numbers
+  REQUIRE(lowest_free >= 0);
+  close(lowest_free);
+  rlimit tight = was;
+  tight.rlim_cur = static_cast<rlim_t>(lowest_free);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &tight) == 0);
+  auto during = disc.list();
+  setrlimit(RLIMIT_NOFILE, &was);
+  REQUIRE(during.size() == 2);
+  CHECK(during[1].worker_id == "w2");
+  // Once it reads again, the directory speaks for itself.
+  REQUIRE_FALSE(disc.remove("w1"));
+  CHECK(disc.list().size() == 1);
 }
 
 TEST_CASE("file discovery reports an unwritable directory as an I/O error") {
