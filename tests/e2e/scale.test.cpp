@@ -108,7 +108,11 @@ thread_census census(pid_t pid) {
 // real), has their KV events and has carried a burst of 64 streams.
 thread_census router_threads_with(int workers) {
   cluster c{workers};
-  REQUIRE(c.router_metric("outrider_router_workers") == workers);
+  // The cluster waits 10 s for the router to know its workers; 16 sidecars
+  // beside another test on 2 cores can take longer.
+  REQUIRE(eventually(
+    [&] { return c.router_metric("outrider_router_workers") == workers; },
+    30s));
   sse_load_config cfg;
   cfg.port = c.http_port;
   cfg.streams = 64;
