@@ -109,7 +109,7 @@ TEST_CASE("kv_sequencer: a confirmed far-ahead run resets the rank and is "
 }
 
 TEST_CASE("kv_sequencer: a publisher numbering from 0 again is followed "
-          "after three batches; a replay's echo is only a duplicate",
+          "after three batches, and a replay's echo is only a duplicate",
           "[kv_sequencer]") {
   kv_sequencer s{1000};
   CHECK(s.classify(0) == verdict::duplicate);
