@@ -71,7 +71,7 @@ TEST_CASE("kv_sequencer: a near gap no replay covered is lost history, and "
 }
 
 TEST_CASE("kv_sequencer: one far-ahead sequence is held, never followed "
-          "alone; the expected one gives it up",
+          "alone, and the expected one gives it up",
           "[kv_sequencer]") {
   kv_sequencer s{10};
   auto plan = s.stray(uint64_t{1} << 63, "bogus");
