@@ -234,7 +234,7 @@ std::vector<option_spec> make_specs() {
          "--http-idle-timeout 5s"),
     make("http-send-timeout", ot::duration, "30s",
          "router: a response write making no progress (e.g. an SSE reader "
-         "that stopped reading) ends the request",
+         "or a gRPC client that stopped reading) ends the request",
          "--http-send-timeout 10s"),
     make("grpc-port", ot::integer, "8001",
          "router: port of the OpenEngine Inference frontend (0: off)",

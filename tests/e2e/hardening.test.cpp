@@ -263,3 +263,48 @@ TEST_CASE("row 10: when a sidecar's rank is reset the router's index parts "
     [&] { return sidecar_blocks() > c.router_metric(router_blocks) + 0.5; },
     10s));
 }
+
+TEST_CASE("row 6: gRPC-frontend streams whose client never reads are cut "
+          "off, and the engine stops generating for them") {
+  // An engine as fast as it can go, with room for long answers.
+  cluster c{1,
+            {.block_size = 16, .num_blocks = 16384, .extra = {"--no-sleep"}},
+            {"--http-send-timeout", "1s"}};
+  REQUIRE(c.complete(tokens(1, 8), 1)["choices"].size() == 1);
+  auto rss_before = proc_status(c.router->pid(), "VmRSS");
+  constexpr int streams = 30;
+  std::vector<std::unique_ptr<grpc::ClientContext>> ctxs;
+  std::vector<
+    std::unique_ptr<grpc::ClientReader<openengine::v1::GenerateResponse>>>
+    readers;
+  // A client whose HTTP/2 windows stay small (no BDP probing): what it does
+  // not read stays on the router's side of the connection.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 4096);
+  auto stub = openengine::v1::Inference::NewStub(
+    grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(c.grpc_port),
+                              grpc::InsecureChannelCredentials(), args));
+  for (int i = 0; i < streams; ++i) {
+    ctxs.push_back(std::make_unique<grpc::ClientContext>());
+    openengine::v1::GenerateRequest req;
+    for (uint32_t t : tokens(1000 + 100 * static_cast<uint32_t>(i), 8))
+      req.mutable_token_ids()->add_ids(t);
+    req.mutable_stopping()->set_max_tokens(120000); // never read
+    readers.push_back(stub->Generate(ctxs.back().get(), req));
+  }
+  CHECK(eventually(
+    [&] {
+      return c.router_metric("outrider_router_grpc_slow_readers_total") >=
+             streams;
+    },
+    60s));
+  CHECK(eventually([&] { return c.sims[0]->running() == 0; }, 10s));
+  auto rss_after = proc_status(c.router->pid(), "VmRSS");
+  WARN("30 gRPC streams never read: router RSS " << rss_before / 1024 << " -> "
+                                                 << rss_after / 1024 << " MB");
+  CHECK(rss_after < rss_before + 200 * 1024 * rss_allowance);
+  for (auto& ctx : ctxs)
+    ctx->TryCancel();
+  CHECK(c.complete(tokens(1, 8), 2)["choices"].size() == 1);
+}

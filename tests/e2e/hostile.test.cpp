@@ -33,13 +33,6 @@ std::string ask(uint16_t port, const std::string& bytes) {
   return c.read_response();
 }
 
-int running_on(const sim_process& sim) {
-  std::string body;
-  if (http_get(sim.debug, "/debug/load?rank=0", &body) != 200)
-    return -1;
-  return json::parse(body)["running"].get<int>();
-}
-
 // Until the router has placed one request on its worker (it may still be
 // learning of the worker when its frontend is already up).
 void warm_up(cluster& c) {
@@ -225,9 +218,9 @@ TEST_CASE(
     raw_client gone{c.http_port};
     gone.send(
       post(json{{"prompt", tokens(300, 8)}, {"max_tokens", 900}}.dump()));
-    REQUIRE(eventually([&] { return running_on(*c.sims[0]) == 1; }, 10s));
+    REQUIRE(eventually([&] { return c.sims[0]->running() == 1; }, 10s));
   }
-  CHECK(eventually([&] { return running_on(*c.sims[0]) == 0; }, 10s));
+  CHECK(eventually([&] { return c.sims[0]->running() == 0; }, 10s));
   check_alive(c);
 }
 
@@ -251,7 +244,7 @@ TEST_CASE("an SSE reader that stops reading is cut off and its request ends") {
                              "reason=\"slow_reader\"}") >= 1;
     },
     60s));
-  CHECK(eventually([&] { return running_on(*c.sims[0]) == 0; }, 5s));
+  CHECK(eventually([&] { return c.sims[0]->running() == 0; }, 5s));
   auto rss_mb = proc_status(c.router->pid(), "VmRSS") / 1024;
   CHECK(rss_mb < 300 * rss_allowance);
   check_alive(c);
@@ -295,7 +288,7 @@ TEST_CASE("SIGTERM stops admitting, ends requests in flight, no migration") {
   REQUIRE(code);
   CHECK(*code == 0);
   CHECK(std::chrono::steady_clock::now() - t0 < 5s);
-  CHECK(eventually([&] { return running_on(*c.sims[0]) == 0; }, 5s));
+  CHECK(eventually([&] { return c.sims[0]->running() == 0; }, 5s));
   CHECK_THAT(c.router->output(), !Contains("migrating"));
 }
 
@@ -310,6 +303,6 @@ TEST_CASE("a request past --request-timeout gets 504 and stops on the engine") {
   CHECK_THAT(got, Contains("request-timeout"));
   CHECK(std::chrono::steady_clock::now() - started < 5s);
   // The engine stopped generating for it.
-  CHECK(eventually([&] { return running_on(*c.sims[0]) == 0; }, 5s));
+  CHECK(eventually([&] { return c.sims[0]->running() == 0; }, 5s));
   check_alive(c);
 }

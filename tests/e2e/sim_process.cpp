@@ -119,6 +119,16 @@ nlohmann::json sim_process::cache(int rank) const {
   return nlohmann::json::parse(body, nullptr, false);
 }
 
+int sim_process::running(int rank) const {
+  std::string body;
+  if (http_get(debug, "/debug/load?rank=" + std::to_string(rank), &body) != 200)
+    return -1;
+  auto doc = nlohmann::json::parse(body, nullptr, false);
+  return doc.is_object() && doc["running"].is_number_integer()
+           ? doc["running"].get<int>()
+           : -1;
+}
+
 bool sim_process::post_debug(const std::string& path,
                              const std::string& body) const {
   std::vector<std::string> args{"/usr/bin/curl", "-s", "-f", "-X", "POST"};

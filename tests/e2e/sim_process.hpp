@@ -47,6 +47,8 @@ struct sim_process {
   bool wait_serving(std::chrono::milliseconds timeout) const;
   /// The engine's true cache of `rank` from the debug endpoint.
   nlohmann::json cache(int rank) const;
+  /// Requests running on `rank` now (-1 when the debug endpoint fails).
+  int running(int rank = 0) const;
   /// POSTs `body` to a debug route (e.g. /debug/kv_lose); true on 2xx.
   bool post_debug(const std::string& path, const std::string& body = {}) const;
 

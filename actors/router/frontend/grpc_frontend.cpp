@@ -14,7 +14,7 @@ namespace outrider::router {
 struct grpc_frontend::state {
   dispatcher& d;
   std::function<std::vector<std::string>()> models;
-  size_t max_streams;
+  grpc_frontend::limits lim;
   std::atomic<size_t> streams{0};
   runtime::counter* refused = &runtime::global_metrics().get_counter(
     "outrider_router_grpc_refused_total",
@@ -24,6 +24,10 @@ struct grpc_frontend::state {
     "outrider_router_loops_refused_total",
     "Calls refused because they already passed a router: a worker record "
     "names a router's address");
+  runtime::counter* slow_readers = &runtime::global_metrics().get_counter(
+    "outrider_router_grpc_slow_readers_total",
+    "gRPC frontend streams ended because the client read nothing for the "
+    "send timeout, or let too many tokens queue");
 };
 
 namespace {
@@ -81,9 +85,10 @@ Status check(const oe::GenerateRequest& in,
 class generate_call final
   : public grpc::ServerWriteReactor<oe::GenerateResponse> {
  public:
-  generate_call(frontend_state& s, const oe::GenerateRequest& in,
+  generate_call(frontend_state& s, grpc::CallbackServerContext* ctx,
+                const oe::GenerateRequest& in,
                 std::optional<std::chrono::system_clock::time_point> deadline)
-    : s_(s), id_(in.request_id()) {
+    : s_(s), ctx_(ctx), id_(in.request_id()) {
     ++s_.streams;
     generate_params p;
     p.prompt.assign(in.token_ids().ids().begin(), in.token_ids().ids().end());
@@ -141,8 +146,24 @@ class generate_call final
     for (auto tok : toks)
       t->add_tokens()->set_token_id(tok);
     engine::enqueue_coalesced(queue_, std::move(r));
+    queued_tokens_ += toks.size();
     write_next(guard);
-    return true;
+    // A client that reads nothing: the engine must not generate for it,
+    // nor the router hold its tokens without bound.
+    auto stalled =
+      writing_ &&
+      std::chrono::steady_clock::now() - write_started_ > s_.lim.send_timeout;
+    if (!stalled && queued_tokens_ * bytes_per_token <= s_.lim.max_queued_bytes)
+      return true;
+    gone_ = true;
+    queue_.clear();
+    status_ = Status{StatusCode::DEADLINE_EXCEEDED,
+                     "the client read nothing for the send timeout, or let "
+                     "too many tokens queue; the request was cancelled"};
+    guard.unlock();
+    s_.slow_readers->inc();
+    ctx_->TryCancel(); // not under mtx_: OnCancel takes it
+    return false;
   }
 
   void generated(generate_outcome o) {
@@ -178,8 +199,12 @@ class generate_call final
     if (writing_ || queue_.empty() || gone_)
       return;
     writing_ = true;
+    write_started_ = std::chrono::steady_clock::now();
     current_ = std::move(queue_.front());
     queue_.pop_front();
+    queued_tokens_ = 0;
+    for (const auto& m : queue_)
+      queued_tokens_ += static_cast<size_t>(m.token().tokens_size());
     StartWrite(&current_);
   }
 
@@ -197,17 +222,23 @@ class generate_call final
     }
   }
 
+  // What a queued token costs in a message, about (its field tags and id).
+  static constexpr size_t bytes_per_token = 8;
+
   frontend_state& s_;
+  grpc::CallbackServerContext* ctx_;
   std::string id_;
   std::atomic<int> owners_{2}; // gRPC and the dispatcher
   std::mutex mtx_;
-  std::deque<oe::GenerateResponse> queue_; // guarded by mtx_
-  oe::GenerateResponse current_;           // being written
-  bool writing_ = false;                   // guarded by mtx_
-  bool gone_ = false;                      // guarded by mtx_
-  bool generated_ = false;                 // guarded by mtx_
-  bool finished_ = false;                  // guarded by mtx_
-  Status status_;                          // guarded by mtx_
+  std::deque<oe::GenerateResponse> queue_;              // guarded by mtx_
+  oe::GenerateResponse current_;                        // being written
+  bool writing_ = false;                                // guarded by mtx_
+  bool gone_ = false;                                   // guarded by mtx_
+  bool generated_ = false;                              // guarded by mtx_
+  bool finished_ = false;                               // guarded by mtx_
+  Status status_;                                       // guarded by mtx_
+  size_t queued_tokens_ = 0;                            // guarded by mtx_
+  std::chrono::steady_clock::time_point write_started_; // guarded by mtx_
 };
 
 class inference final : public oe::Inference::CallbackService {
@@ -222,11 +253,11 @@ class inference final : public oe::Inference::CallbackService {
       return new refused(
         {StatusCode::UNAVAILABLE, "the router is shutting down"});
     }
-    if (s_.streams.load() >= s_.max_streams) {
+    if (s_.streams.load() >= s_.lim.max_streams) {
       s_.refused->inc();
       return new refused({StatusCode::RESOURCE_EXHAUSTED,
                           "the router carries " +
-                            std::to_string(s_.max_streams) +
+                            std::to_string(s_.lim.max_streams) +
                             " streams already (--grpc-max-streams)"});
     }
     if (auto st = check(*in, s_.models()); !st.ok())
@@ -251,7 +282,7 @@ class inference final : public oe::Inference::CallbackService {
          "record names a router's address, not a sidecar's relay"});
     }
     auto deadline = ctx->deadline();
-    return new generate_call(s_, *in,
+    return new generate_call(s_, ctx, *in,
                              deadline ==
                                  std::chrono::system_clock::time_point::max()
                                ? std::nullopt
@@ -266,8 +297,8 @@ class inference final : public oe::Inference::CallbackService {
 
 grpc_frontend::grpc_frontend(dispatcher& d,
                              std::function<std::vector<std::string>()> models,
-                             size_t max_streams)
-  : state_(new state{d, std::move(models), max_streams}),
+                             limits lim)
+  : state_(new state{d, std::move(models), lim}),
     service_(std::make_unique<inference>(*state_)) {}
 
 grpc_frontend::~grpc_frontend() {

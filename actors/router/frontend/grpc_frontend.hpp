@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -22,11 +23,19 @@ namespace outrider::router {
 /// events; tokens that arrive while a write is in flight are merged into
 /// the next message. At most `max_streams` at once (RESOURCE_EXHAUSTED
 /// beyond), UNAVAILABLE once shutdown began; a client that cancels or goes
-/// away cancels the request on the engine.
+/// away cancels the request on the engine, and so does one that reads
+/// nothing: a write that makes no progress for `send_timeout`, or more than
+/// `max_queued_bytes` of tokens waiting behind it, ends the stream
+/// (DEADLINE_EXCEEDED), as the HTTP frontend's send deadline does.
 class grpc_frontend {
  public:
+  struct limits {
+    size_t max_streams = 10000;
+    std::chrono::milliseconds send_timeout{30000};
+    size_t max_queued_bytes = 4 << 20;
+  };
   grpc_frontend(dispatcher& d, std::function<std::vector<std::string>()> models,
-                size_t max_streams = 10000);
+                limits lim);
   ~grpc_frontend();
   /// Error text, or empty once listening on `host:port`.
   std::string start(const std::string& host, uint16_t port,
