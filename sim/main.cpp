@@ -28,7 +28,7 @@ runtime::http_response json_answer(int status, std::string body) {
   return r;
 }
 
-// POST /debug/kv_inject: {"rank": 0, "payload_hex": "..."} or
+// POST /debug/kv_inject: {"rank": 0, "payload_hex": "...", "repeat": 1} or
 // {"rank": 0, "frames_hex": [...]}, published as if the engine had.
 runtime::http_response inject_route(sim_engine& e,
                                     const runtime::http_request& req) {
@@ -45,8 +45,13 @@ runtime::http_response inject_route(sim_engine& e,
   };
   try {
     if (doc.contains("payload_hex")) {
-      e.runner(rank).inject_payload(
-        unhex(doc["payload_hex"].get<std::string>()));
+      // "repeat": the same payload as that many sequenced batches.
+      auto repeat = doc.value("repeat", 1);
+      if (repeat < 1 || repeat > 100000)
+        return json_answer(400, "{\"error\":\"repeat is 1 to 100000\"}\n");
+      auto payload = unhex(doc["payload_hex"].get<std::string>());
+      for (int i = 0; i < repeat; ++i)
+        e.runner(rank).inject_payload(payload);
     } else {
       std::vector<std::string> frames;
       for (const auto& f : doc.at("frames_hex"))

@@ -1,5 +1,8 @@
 #include "actors/indexer/indexer_actor.hpp"
 
+#include <algorithm>
+#include <variant>
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -11,6 +14,7 @@ namespace outrider::indexer {
 namespace {
 
 constexpr uint64_t compaction_interval = 10000; // batches per rank
+constexpr uint64_t compaction_min_events = 65536;
 
 // Metric handles, built once (per rank for the gauge).
 struct indexer_stats {
@@ -69,6 +73,7 @@ struct indexer_state {
   std::string instance_id;
   std::map<int, uint64_t> next_seq;
   std::map<int, uint64_t> since_compaction;
+  std::map<int, uint64_t> events_since_compaction;
   indexer_stats stats = indexer_stats::make();
   static inline const char* name = "indexer";
 };
@@ -148,16 +153,39 @@ void on_apply(self_ptr self, const kv_batch& b) {
       caf::anon_send(sender, resync_atom::value, int32_t{b.rank}, expected);
     return;
   }
-  if (auto err = st.store.apply(b.rank, b.seq + 1, b.events)) {
+  // What cannot change the index is never written: the log grows with
+  // what the index holds, not with an engine's churn of unknown blocks.
+  size_t noops = 0;
+  auto pruned = st.index.without_noops(b.rank, b.events, &noops);
+  const auto& events = pruned ? *pruned : b.events;
+  if (auto err = st.store.apply(b.rank, b.seq + 1, events)) {
     // Not applied: the forwarder will offer it again after a resync.
     spdlog::error("indexer: {}", describe(err));
     return;
   }
   st.next_seq[b.rank] = b.seq + 1;
-  st.stats.count(st.index.apply(b.rank, b.events));
-  // Fold the log into a snapshot now and then; recovery stays short.
-  if (++st.since_compaction[b.rank] >= compaction_interval) {
+  st.stats.count(st.index.apply(b.rank, events));
+  st.stats.unknown_removal->inc(noops);
+  // Fold the log into a snapshot now and then (every 10,000 batches, or
+  // once the log since the last holds more blocks than twice the rank's,
+  // at least 65,536): recovery stays short and the log bounded by what the
+  // index holds, however large the batches.
+  auto& logged = st.events_since_compaction[b.rank];
+  for (const auto& ev : events)
+    std::visit(
+      [&](const auto& e) {
+        if constexpr (requires { e.block_hashes; })
+          logged += e.block_hashes.size();
+        else
+          logged += 1;
+      },
+      ev);
+  auto event_cap =
+    std::max<uint64_t>(compaction_min_events, 2 * st.index.blocks(b.rank));
+  if (++st.since_compaction[b.rank] >= compaction_interval ||
+      logged >= event_cap) {
     st.since_compaction[b.rank] = 0;
+    logged = 0;
     if (auto err =
           st.store.compact(b.rank, st.index.ranks().at(b.rank), b.seq + 1))
       spdlog::error("indexer: {}", describe(err));

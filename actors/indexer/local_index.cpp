@@ -1,6 +1,7 @@
 #include "actors/indexer/local_index.hpp"
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace outrider::indexer {
 
@@ -97,6 +98,59 @@ apply_stats local_index::apply(int rank,
     }
   }
   return st;
+}
+
+std::optional<std::vector<kv::kv_event>>
+local_index::without_noops(int rank, const std::vector<kv::kv_event>& events,
+                           size_t* dropped) const {
+  *dropped = 0;
+  auto r = ranks_.find(rank);
+  const rank_map* held = r == ranks_.end() ? nullptr : &r->second;
+  bool cleared = false; // an AllBlocksCleared earlier in the batch
+  std::unordered_set<uint64_t> stored;
+  auto known = [&](uint64_t h) {
+    return stored.count(h) > 0 || (!cleared && held && held->count(h) > 0);
+  };
+  // First pass: is anything a no-op? (The common batch has none: no copy.)
+  bool any = false;
+  for (const auto& ev : events) {
+    if (auto* s = std::get_if<kv::block_stored>(&ev))
+      stored.insert(s->block_hashes.begin(), s->block_hashes.end());
+    else if (auto* rm = std::get_if<kv::block_removed>(&ev)) {
+      for (auto h : rm->block_hashes)
+        any = any || !known(h);
+    } else {
+      cleared = true;
+      stored.clear();
+    }
+  }
+  if (!any)
+    return std::nullopt;
+  stored.clear();
+  cleared = false;
+  std::vector<kv::kv_event> out;
+  out.reserve(events.size());
+  for (const auto& ev : events) {
+    if (auto* s = std::get_if<kv::block_stored>(&ev)) {
+      stored.insert(s->block_hashes.begin(), s->block_hashes.end());
+      out.push_back(ev);
+    } else if (auto* rm = std::get_if<kv::block_removed>(&ev)) {
+      kv::block_removed kept = *rm;
+      kept.block_hashes.clear();
+      for (auto h : rm->block_hashes)
+        if (known(h))
+          kept.block_hashes.push_back(h);
+        else
+          ++*dropped;
+      if (!kept.block_hashes.empty())
+        out.push_back(std::move(kept));
+    } else {
+      cleared = true;
+      stored.clear();
+      out.push_back(ev);
+    }
+  }
+  return out;
 }
 
 void local_index::put(int rank, uint64_t hash, block_info info) {

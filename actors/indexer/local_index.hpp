@@ -58,6 +58,14 @@ class local_index {
   using rank_map = std::unordered_map<uint64_t, block_info>;
 
   apply_stats apply(int rank, const std::vector<kv::kv_event>& events);
+  /// `events` without what cannot change the rank: removals of hashes it
+  /// does not hold (nor stores earlier in `events`); none when nothing is
+  /// left out. Kept out of the store, such events would grow its log
+  /// without bound for an index that does not grow (an engine churning
+  /// blocks we never saw, or a publisher that removes without storing).
+  std::optional<std::vector<kv::kv_event>>
+  without_noops(int rank, const std::vector<kv::kv_event>& events,
+                size_t* dropped) const;
   void put(int rank, uint64_t hash, block_info info);
   void clear_rank(int rank);
   void clear() { ranks_.clear(); }

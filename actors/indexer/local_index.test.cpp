@@ -276,3 +276,34 @@ TEST_CASE("a hybrid model's groups hold their own copies under one hash") {
   for (const auto& ev : idx.snapshot_events(0))
     CHECK(std::get<kv::block_stored>(ev).spec_kind == "full_attention");
 }
+
+TEST_CASE("removals that cannot change the index are left out before they "
+          "are kept, and applying what is left gives the same index") {
+  local_index idx;
+  idx.apply(0, {stored({1, 2}, std::nullopt)});
+  size_t dropped = 0;
+  // Nothing to leave out: no copy.
+  CHECK_FALSE(
+    idx.without_noops(0, {kv::block_removed{{2}}}, &dropped).has_value());
+  CHECK(dropped == 0);
+  // Unknown removals go; a removal of a block stored earlier in the batch
+  // stays; after a clear, the old blocks are unknown too.
+  std::vector<kv::kv_event> batch{
+    kv::block_removed{{2, 99, 98}}, stored({5}, 1),
+    kv::block_removed{{5, 97}},     kv::all_blocks_cleared{},
+    kv::block_removed{{1}},         kv::block_removed{{96}}};
+  auto kept = idx.without_noops(0, batch, &dropped);
+  REQUIRE(kept.has_value());
+  CHECK(dropped == 5); // 99, 98, 97, 1 (after the clear), 96
+  REQUIRE(kept->size() == 4);
+  CHECK(std::get<kv::block_removed>((*kept)[0]).block_hashes ==
+        std::vector<uint64_t>{2});
+  CHECK(std::get<kv::block_removed>((*kept)[2]).block_hashes ==
+        std::vector<uint64_t>{5});
+  local_index a = idx, b = idx;
+  a.apply(0, batch);
+  b.apply(0, *kept);
+  CHECK(a.blocks(0) == b.blocks(0));
+  // A rank never seen: every removal is a no-op.
+  CHECK(idx.without_noops(7, {kv::block_removed{{1}}}, &dropped)->empty());
+}

@@ -308,3 +308,79 @@ TEST_CASE("row 6: gRPC-frontend streams whose client never reads are cut "
     ctx->TryCancel();
   CHECK(c.complete(tokens(1, 8), 2)["choices"].size() == 1);
 }
+
+namespace {
+
+// A vLLM KV batch (docs/wire.md) of one BlockRemoved of `n` hashes from
+// `first` on, as hex: [ts, [["BlockRemoved", [h...]]], 0].
+std::string removals_hex(uint64_t first, uint16_t n) {
+  std::string b = "\x93\xcb";
+  b += std::string("\x41\xd9\x54\xfc\x40\x40\x00\x00", 8);
+  b += "\x91\x92\xac";
+  b += "BlockRemoved";
+  b += '\xdc';
+  b += static_cast<char>(n >> 8);
+  b += static_cast<char>(n & 0xff);
+  for (uint64_t h = first; h < first + n; ++h) {
+    b += '\xcf';
+    for (int s = 56; s >= 0; s -= 8)
+      b += static_cast<char>((h >> s) & 0xff);
+  }
+  b += '\0';
+  static const char* digits = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : b) {
+    hex += digits[c >> 4];
+    hex += digits[c & 15];
+  }
+  return hex;
+}
+
+uint64_t dir_bytes(const std::filesystem::path& dir) {
+  uint64_t n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec))
+    if (e.is_regular_file(ec))
+      n += e.file_size(ec);
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("row 7: a million removals of blocks never seen leave the "
+          "sidecar's store and memory as they were") {
+  sim_process sim{{}};
+  REQUIRE(sim.wait_serving(10s));
+  auto dirs = std::make_shared<sidecar_dirs>();
+  sidecar_process side{sim.endpoint(), dirs};
+  REQUIRE(eventually([&] { return side.get("/ready") == 200; }, 10s));
+  REQUIRE(prompt(sim, 1000));
+  REQUIRE(eventually([&] { return indexed(side, 1000, 3); }, 5s));
+  auto bytes_before = dir_bytes(dirs->data.path);
+  auto rss_before = proc_status(side.proc->pid(), "VmRSS");
+  // 500 batches of 2,000 removals of hashes the engine never stored.
+  REQUIRE(
+    sim.post_debug("/debug/kv_inject",
+                   json{{"payload_hex", removals_hex(uint64_t{1} << 40, 2000)},
+                        {"repeat", 500}}
+                     .dump()));
+  CHECK(eventually(
+    [&] {
+      return side
+               .metric("outrider_kv_blocks_applied_total{kind=\"unknown_"
+                       "removal\"}")
+               .value_or(0) >= 1e6;
+    },
+    30s));
+  // The index still follows the engine.
+  REQUIRE(prompt(sim, 2000));
+  CHECK(eventually([&] { return indexed(side, 2000, 3); }, 5s));
+  auto bytes_after = dir_bytes(dirs->data.path);
+  auto rss_after = proc_status(side.proc->pid(), "VmRSS");
+  WARN("1,000,000 unknown removals: store "
+       << bytes_before / 1024 << " -> " << bytes_after / 1024
+       << " KiB, sidecar RSS " << rss_before / 1024 << " -> "
+       << rss_after / 1024 << " MB");
+  CHECK(bytes_after < bytes_before + (4u << 20));
+  CHECK(rss_after < rss_before + 100 * 1024 * rss_allowance);
+}
