@@ -217,12 +217,8 @@ class generate_service final : public oe::Inference::CallbackService {
     }
     // The rank and priority are read once, here, as numbers: garbage is
     // refused, never read as rank 0.
-    std::vector<std::pair<std::string, std::string>> metadata;
-    for (const auto& [k, v] : ctx->client_metadata())
-      metadata.emplace_back(std::string(k.data(), k.size()),
-                            std::string(v.data(), v.size()));
     std::string why;
-    auto target = engine::call_target_from(metadata, &why);
+    auto target = engine::call_target_of_call(ctx->client_metadata(), &why);
     if (!target)
       return new refused({StatusCode::INVALID_ARGUMENT, why});
     auto d = r_.resolve();

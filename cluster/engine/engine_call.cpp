@@ -199,6 +199,16 @@ std::optional<call_target> call_target_from(
   return t;
 }
 
+std::optional<call_target>
+call_target_of_call(const std::multimap<grpc::string_ref, grpc::string_ref>& md,
+                    std::string* why) {
+  std::vector<std::pair<std::string, std::string>> metadata;
+  for (const auto& [k, v] : md)
+    metadata.emplace_back(std::string(k.data(), k.size()),
+                          std::string(v.data(), v.size()));
+  return call_target_from(metadata, why);
+}
+
 void start_generate(const std::shared_ptr<grpc::Channel>& ch, dialect d,
                     const oe::GenerateRequest& req, const call_target& target,
                     grpc::ClientContext& ctx, generate_sink& sink) {

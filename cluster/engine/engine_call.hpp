@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,10 @@ inline constexpr const char* hops_key = "x-outrider-hops";
 std::optional<call_target> call_target_from(
   const std::vector<std::pair<std::string, std::string>>& metadata,
   std::string* why);
+/// The same, read from a server call's client metadata.
+std::optional<call_target>
+call_target_of_call(const std::multimap<grpc::string_ref, grpc::string_ref>& md,
+                    std::string* why);
 
 /// Starts `Generate` on an engine speaking `d`, on gRPC's callback API (no
 /// thread per stream): passed through to OpenEngine engines, translated for

@@ -77,32 +77,14 @@ TEST_CASE("row 12: clients holding every status connection do not fail "
 
 namespace {
 
-using block_list = std::vector<std::vector<uint32_t>>;
-
-block_list token_blocks(const nlohmann::json& list) {
-  block_list out;
-  for (const auto& b : list)
-    out.push_back(b["token_ids"].get<std::vector<uint32_t>>());
-  return out;
-}
-
-// The token blocks of rank 0 in the sidecar's index.
-block_list sidecar_blocks(const sidecar_process& side) {
-  std::string body;
-  if (side.get("/debug/index", &body) != 200)
-    return {};
-  auto doc = nlohmann::json::parse(body, nullptr, false);
-  if (!doc.is_object() || !doc["ranks"].contains("0"))
-    return {};
-  return token_blocks(doc["ranks"]["0"]["blocks"]);
-}
-
 // The index follows the engine: the prompt starting at `first` (token ids
 // first, first+1, ...) has at least `n` blocks in it.
 bool indexed(const sidecar_process& side, uint32_t first, size_t n) {
   size_t found = 0;
-  for (const auto& b : sidecar_blocks(side))
-    found += !b.empty() && b.front() >= first && b.front() < first + 1000;
+  for (const auto& b : side.index_blocks()) {
+    const auto& t = b["token_ids"];
+    found += !t.empty() && t[0] >= first && t[0] < first + 1000;
+  }
   return found >= n;
 }
 

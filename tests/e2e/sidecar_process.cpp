@@ -48,6 +48,17 @@ sidecar_process::sidecar_process(const std::string& engine_endpoint,
   proc = std::make_unique<child_process>(args);
 }
 
+nlohmann::json sidecar_process::index_blocks(int rank) const {
+  std::string body;
+  if (get("/debug/index", &body) != 200)
+    return nlohmann::json::array();
+  auto doc = nlohmann::json::parse(body, nullptr, false);
+  auto key = std::to_string(rank);
+  if (!doc.is_object() || !doc["ranks"].contains(key))
+    return nlohmann::json::array();
+  return doc["ranks"][key]["blocks"];
+}
+
 std::vector<nlohmann::json> sidecar_process::records() const {
   std::vector<nlohmann::json> out;
   std::error_code ec;

@@ -42,6 +42,9 @@ struct sidecar_process {
   /// The value of a metric line, e.g. `outrider_registered`, with labels as
   /// written in the exposition; nullopt when absent.
   std::optional<double> metric(const std::string& series) const;
+  /// The blocks of `rank` in its /debug/index (an array; empty when the
+  /// rank or the page is missing).
+  nlohmann::json index_blocks(int rank = 0) const;
 
   std::shared_ptr<sidecar_dirs> dirs;
   uint16_t port = 0;

@@ -265,12 +265,8 @@ class inference final : public oe::Inference::CallbackService {
     // A call from a router (this one or another) means a worker record
     // names a router's listener instead of a relay: one refused hop, never
     // a chain of calls nested until the request timeout.
-    std::vector<std::pair<std::string, std::string>> metadata;
-    for (const auto& [k, v] : ctx->client_metadata())
-      metadata.emplace_back(std::string(k.data(), k.size()),
-                            std::string(v.data(), v.size()));
     std::string why;
-    auto target = engine::call_target_from(metadata, &why);
+    auto target = engine::call_target_of_call(ctx->client_metadata(), &why);
     if (!target)
       return new refused({StatusCode::INVALID_ARGUMENT, why});
     if (target->hops > 0) {
