@@ -1,5 +1,6 @@
 // End-to-end tests of `outrider --role router` in front of real sidecars and
 // simulated engines, all real processes on loopback.
+#include <atomic>
 #include <csignal>
 #include <fstream>
 #include <sstream>
@@ -332,20 +333,48 @@ TEST_CASE("isl_or_load: short cached prompts go local, and a busy decode "
   CHECK(v.complete(prompt, 4) == sim::continuation(prompt, 4));
   REQUIRE(eventually(
     [&] { return v.metric("outrider_router_index_entries") >= 60; }, 10s));
+  std::atomic<bool> busy_done{false};
   std::thread busy([&] {
     http(v.http_port, "POST", "/v1/completions",
          json{{"prompt", tokens(20000, 8)}, {"max_tokens", 900}}.dump());
+    busy_done = true;
   });
-  REQUIRE(eventually(
-    [&] {
-      return v.metric("outrider_router_active_decode_blocks{worker=\"d0\",rank="
-                      "\"0\"}") > 0;
-    },
-    10s));
+  // Until the decode load the policy reads is the busy request's: the
+  // engine's own report while fresh (it lags by a poll), else the books.
+  auto decode_load = [&] {
+    std::string body;
+    if (http_get(v.status, "/debug/status", &body) != 200)
+      return 0.0;
+    auto doc = json::parse(body, nullptr, false);
+    if (!doc.is_object())
+      return 0.0;
+    for (const auto& w : doc["workers"])
+      if (w["id"] == "d0" && !w["ranks"].empty()) {
+        const auto& r = w["ranks"][0];
+        auto engine = r["engine_used_kv_blocks"].get<double>();
+        return engine >= 0 ? engine : r["active_decode_blocks"].get<double>();
+      }
+    return 0.0;
+  };
+  REQUIRE(eventually([&] { return decode_load() > 0; }, 10s));
+  // Counted around the vetoed request alone: where the busy one went
+  // depended on what d0 reported when it came.
+  auto local_before = v.metric(decisions + "{outcome=\"local_prefill\"}");
+  auto remote_before = v.metric(decisions + "{outcome=\"remote_prefill\"}");
   CHECK(v.complete(longer, 4) == sim::continuation(longer, 4));
+  // Still running once the vetoed request is done: it ran through that
+  // placement. Under ASan on a loaded machine it has ended first (twice):
+  // then this run cannot judge the veto (the unit test of the policy does).
+  bool overlapped = !busy_done.load();
   busy.join();
-  CHECK(v.metric(decisions + "{outcome=\"local_prefill\"}") == 0);
-  CHECK(v.metric(decisions + "{outcome=\"remote_prefill\"}") >= 3);
+  if (overlapped) {
+    CHECK(v.metric(decisions + "{outcome=\"local_prefill\"}") == local_before);
+    CHECK(v.metric(decisions + "{outcome=\"remote_prefill\"}") ==
+          remote_before + 1);
+  } else {
+    WARN("the busy request ended before the vetoed one was placed; the "
+         "veto is not checked in this run");
+  }
 }
 
 TEST_CASE("a client that disconnects cancels the request on the engine") {
