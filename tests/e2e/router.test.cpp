@@ -356,7 +356,12 @@ TEST_CASE("isl_or_load: short cached prompts go local, and a busy decode "
       }
     return 0.0;
   };
-  REQUIRE(eventually([&] { return decode_load() > 0; }, 10s));
+  auto decided = [&] {
+    return v.metric(decisions + "{outcome=\"local_prefill\"}") +
+           v.metric(decisions + "{outcome=\"remote_prefill\"}");
+  };
+  // The first request and the busy one decided, and the load is there.
+  REQUIRE(eventually([&] { return decided() >= 2 && decode_load() > 0; }, 10s));
   // Counted around the vetoed request alone: where the busy one went
   // depended on what d0 reported when it came.
   auto local_before = v.metric(decisions + "{outcome=\"local_prefill\"}");
