@@ -7,9 +7,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/sidecar/kv_replay_client.hpp"
 #include "actors/sidecar/kv_sequencer.hpp"
 #include "cluster/kv/kv_decoder.hpp"
-#include "cluster/kv/replay_frame.hpp"
 #include "cluster/kv/seq_frame.hpp"
 #include "runtime/metrics.hpp"
 
@@ -22,23 +22,12 @@ using clock_type = std::chrono::steady_clock;
 // How long replays may fail to answer for one gap before its history counts
 // as lost.
 constexpr auto unanswered_replay_limit = std::chrono::seconds{5};
-// One replay, whole: the engine sends at most its buffer, quickly. A peer
-// that drips frames, floods malformed ones or sends without end is cut
-// off, and the replay counts as unanswered.
-constexpr auto replay_deadline = std::chrono::seconds{10};
-constexpr size_t max_replay_bytes = size_t{256} << 20;
-constexpr int max_malformed_replay_frames = 64;
 
 enum class catch_up_result {
   done,
   waiting,
   /// No replay covers the gap (no endpoint, or none answered in time).
   unrecoverable,
-};
-
-struct replay_result {
-  bool ok = false;
-  std::vector<std::pair<uint64_t, std::string>> batches;
 };
 
 struct forwarder_state {
@@ -107,73 +96,14 @@ using self_ptr = kv_forwarder_actor::stateful_pointer<forwarder_state>;
 
 replay_result replay(self_ptr self, uint64_t from) {
   auto& st = self->state;
-  replay_result out;
   if (st.cfg.source.replay_endpoint.empty())
-    return out;
+    return {};
   st.counter(st.replays).inc();
-  try {
-    zmq::socket_t dealer{*st.cfg.zmq, zmq::socket_type::dealer};
-    dealer.set(zmq::sockopt::rcvtimeo, 2000);
-    dealer.set(zmq::sockopt::linger, 0);
-    // A replay socket lives for one replay: over the limit, ZeroMQ drops
-    // it before allocating, and the replay counts as unanswered.
-    dealer.set(zmq::sockopt::maxmsgsize, st.cfg.max_message_bytes);
-    dealer.connect(st.cfg.source.replay_endpoint);
-    dealer.send(zmq::message_t{}, zmq::send_flags::sndmore);
-    dealer.send(zmq::buffer(kv::encode_seq(from)), zmq::send_flags::none);
-    auto deadline = clock_type::now() + replay_deadline;
-    size_t bytes = 0;
-    int malformed = 0;
-    // Bounded by the deadline, the byte cap and the malformed-frame cap.
-    for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - clock_type::now());
-      if (left.count() <= 0) {
-        st.reject("replay_deadline", "no end of replay within " +
-                                       std::to_string(replay_deadline.count()) +
-                                       " s");
-        return out;
-      }
-      dealer.set(zmq::sockopt::rcvtimeo,
-                 static_cast<int>(std::min<int64_t>(left.count(), 2000)));
-      std::vector<zmq::message_t> frames;
-      for (int k = 0; k < 8; ++k) {
-        zmq::message_t m;
-        if (!dealer.recv(m))
-          return out; // timed out: no answer
-        bool more = m.more();
-        bytes += m.size();
-        frames.push_back(std::move(m));
-        if (!more)
-          break;
-      }
-      if (bytes > max_replay_bytes) {
-        st.reject("replay_too_large",
-                  "more than " + std::to_string(max_replay_bytes) + " bytes");
-        return out;
-      }
-      std::vector<std::string_view> views;
-      for (const auto& f : frames)
-        views.emplace_back(static_cast<const char*>(f.data()), f.size());
-      auto reply = kv::parse_replay_reply(views);
-      if (reply.what == kv::replay_reply::malformed) {
-        st.reject("malformed_replay_frame",
-                  std::to_string(frames.size()) + " frames");
-        if (++malformed >= max_malformed_replay_frames)
-          return out;
-        continue;
-      }
-      if (reply.what == kv::replay_reply::end) {
-        out.ok = true;
-        return out;
-      }
-      out.batches.emplace_back(reply.seq, std::string{reply.payload});
-    }
-  } catch (const zmq::error_t& e) {
-    spdlog::warn("kv_forwarder[{}]: replay failed: {}", st.cfg.source.rank,
-                 e.what());
-  }
-  return out;
+  return ask_replay(*st.cfg.zmq, st.cfg.source.replay_endpoint, from,
+                    st.cfg.max_message_bytes,
+                    [&](const std::string& reason, const std::string& detail) {
+                      st.reject(reason, detail);
+                    });
 }
 
 void apply(self_ptr self, uint64_t seq, const std::string& payload) {

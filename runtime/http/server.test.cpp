@@ -50,6 +50,20 @@ bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
   return pred();
 }
 
+// `n` connections each mid-request (a header half sent), once the server
+// has read them: none is idle, so none gives its slot up.
+std::vector<std::unique_ptr<client>> hold_mid_request(served& s, size_t n) {
+  std::vector<std::unique_ptr<client>> held;
+  for (size_t i = 0; i < n; ++i) {
+    held.push_back(std::make_unique<client>(s.server.port()));
+    held.back()->send("GET /held");
+  }
+  REQUIRE(eventually([&] {
+    return s.server.connections() == n && s.server.idle_connections() == 0;
+  }));
+  return held;
+}
+
 } // namespace
 
 TEST_CASE("a well-formed request reaches the handler") {
@@ -230,15 +244,7 @@ TEST_CASE("beyond max connections a fast 503 with Retry-After") {
   http_limits lim;
   lim.max_connections = 3;
   served s{lim};
-  std::vector<std::unique_ptr<client>> held;
-  // Mid-request (idle ones would give their slots up).
-  for (int i = 0; i < 3; ++i) {
-    held.push_back(std::make_unique<client>(s.server.port()));
-    held.back()->send("GET /held");
-  }
-  REQUIRE(eventually([&] {
-    return s.server.connections() == 3 && s.server.idle_connections() == 0;
-  }));
+  auto held = hold_mid_request(s, 3);
   client over{s.server.port()};
   auto out = over.read_all(5s);
   CHECK_THAT(out, StartsWith("HTTP/1.1 503"));
@@ -257,15 +263,7 @@ TEST_CASE("beyond max connections, reserved slots still answer a probe "
   lim.reserved_paths = {"/live"};
   lim.reserved_read_timeout = 3s;
   served s{lim};
-  std::vector<std::unique_ptr<client>> held;
-  // Mid-request (idle ones would give their slots up).
-  for (int i = 0; i < 3; ++i) {
-    held.push_back(std::make_unique<client>(s.server.port()));
-    held.back()->send("GET /held");
-  }
-  REQUIRE(eventually([&] {
-    return s.server.connections() == 3 && s.server.idle_connections() == 0;
-  }));
+  auto held = hold_mid_request(s, 3);
   // A probe: answered, and the connection closed after it.
   auto live = roundtrip(s.server.port(), "GET /live?x=1 HTTP/1.1\r\n\r\n");
   CHECK_THAT(live, StartsWith("HTTP/1.1 200"));
