@@ -15,115 +15,6 @@ placement::placement(router_config cfg, clock_fn now, uint64_t seed)
   : cfg_(std::move(cfg)), now_(std::move(now)), rng_(seed),
     index_(kv::block_hash_seed, cfg_.tiers) {}
 
-placement::join placement::add_worker(const cluster::worker_record& r) {
-  if (!cfg_.model.empty() && r.model != cfg_.model) {
-    spdlog::warn("router: worker {} serves '{}', not '{}': refused",
-                 r.worker_id, r.model, cfg_.model);
-    return join::refused_model;
-  }
-  if (block_size_ == 0)
-    block_size_ = r.kv_block_size;
-  if (r.kv_block_size != block_size_) {
-    spdlog::warn("router: worker {} has block size {}, not {}: refused",
-                 r.worker_id, r.kv_block_size, block_size_);
-    return join::refused_block_size;
-  }
-  auto known = workers_.find(r.worker_id);
-  if (known != workers_.end()) {
-    if (known->second.instance_id == r.instance_id &&
-        known->second.relay_endpoint == r.relay_endpoint)
-      return join::unchanged;
-    remove_worker(r.worker_id);
-  }
-  workers_[r.worker_id] = r;
-  auto& slots = worker_slots_[r.worker_id];
-  for (uint32_t rank = 0; rank < r.data_parallel_size; ++rank) {
-    slots.push_back(static_cast<uint32_t>(slots_.size()));
-    predicted_.emplace_back();
-    pending_.emplace_back();
-    slots_.push_back(slot_info{
-      r.worker_id, r.role, r.relay_endpoint, r.engine_endpoint, r.protocol,
-      r.bootstrap_endpoint, static_cast<int>(rank), true, 0, 0});
-    slots_.back().record_total =
-      r.total_kv_blocks / std::max<uint32_t>(1, r.data_parallel_size);
-    // The index keeps no more than the engine can hold (LMCache never
-    // removes): on GPU the record's total (the whole engine's, or a rank's:
-    // engines differ, and the larger is the safe bound), 1/16 more for a
-    // batch that stores before it removes; the configured cap elsewhere.
-    auto slot = static_cast<uint32_t>(slots_.size() - 1);
-    auto total = r.total_kv_blocks;
-    auto gpu_cap = total ? total + total / 16 + 1 : cfg_.slot_block_cap;
-    index_.set_cap(slot, kv::medium::gpu, gpu_cap);
-    index_.set_cap(slot, kv::medium::cpu, cfg_.slot_block_cap);
-    index_.set_cap(slot, kv::medium::storage, cfg_.slot_block_cap);
-  }
-  spdlog::info("router: worker {} ({} rank(s), {}) joined", r.worker_id,
-               r.data_parallel_size, r.relay_endpoint);
-  return join::joined;
-}
-
-void placement::remove_worker(const std::string& id) {
-  auto i = worker_slots_.find(id);
-  if (i == worker_slots_.end())
-    return;
-  for (auto slot : i->second) {
-    index_.clear_slot(slot);
-    slots_[slot].alive = false;
-    slots_[slot].unprefilled.clear();
-    predicted_[slot].clear();
-    pending_[slot].clear();
-  }
-  std::erase_if(bookings_, [&](const auto& kv) {
-    return slots_[kv.second.slot].worker_id == id;
-  });
-  worker_slots_.erase(i);
-  workers_.erase(id);
-  spdlog::info("router: worker {} left", id);
-}
-
-std::map<std::string, std::map<int, std::vector<uint64_t>>>
-placement::held_blocks() const {
-  std::map<std::string, std::map<int, std::vector<uint64_t>>> out;
-  for (const auto& [id, slots] : worker_slots_)
-    for (auto slot : slots)
-      out[id][slots_[slot].rank] = index_.engine_hashes(slot);
-  return out;
-}
-
-std::optional<uint32_t> placement::apply_events(const worker_events& ev) {
-  auto i = worker_slots_.find(ev.worker_id);
-  if (i == worker_slots_.end() || ev.rank < 0 ||
-      static_cast<size_t>(ev.rank) >= i->second.size())
-    return std::nullopt;
-  auto slot = i->second[static_cast<size_t>(ev.rank)];
-  if (ev.reset)
-    index_.clear_slot(slot);
-  // A predicted block the engine has now reported stored or removed is the
-  // index's to follow: its prediction goes, so that an eviction counts at
-  // once instead of after prediction_ttl (pending ones stay: a request
-  // queued there will compute them again).
-  auto& pred = predicted_[slot];
-  std::vector<uint64_t> touched;
-  index_.apply(slot, ev.events, pred.empty() ? nullptr : &touched);
-  for (auto h : touched)
-    pred.erase(h);
-  return slot;
-}
-
-void placement::engine_reported(const engine_load& l) {
-  auto i = worker_slots_.find(l.worker_id);
-  if (i == worker_slots_.end())
-    return;
-  for (const auto& r : l.ranks) {
-    if (r.rank < 0 || static_cast<size_t>(r.rank) >= i->second.size())
-      continue;
-    auto& s = slots_[i->second[static_cast<size_t>(r.rank)]];
-    s.engine_used = static_cast<int64_t>(r.used_kv_blocks);
-    s.engine_total = r.total_kv_blocks;
-    s.engine_at = now_();
-  }
-}
-
 int64_t placement::engine_used(const slot_info& s) const {
   return s.engine_used >= 0 && now_() - s.engine_at <= cfg_.engine_load_fresh
            ? s.engine_used
@@ -420,23 +311,6 @@ std::optional<uint32_t> placement::prefilled(uint64_t key) {
 
 std::optional<uint32_t> placement::release(uint64_t key) {
   return unbook(key, true);
-}
-
-std::vector<slot_view> placement::view() const {
-  std::vector<slot_view> out;
-  for (const auto& [id, slots] : worker_slots_)
-    for (auto slot : slots) {
-      const auto& s = slots_[slot];
-      out.push_back({slot, id, s.role, s.rank, s.prefill_tokens,
-                     s.decode_blocks, index_.held(slot), engine_used(s),
-                     s.engine_total});
-    }
-  return out;
-}
-
-slot_load placement::load(uint32_t slot) const {
-  const auto& s = slots_.at(slot);
-  return {s.worker_id, s.rank, s.prefill_tokens, s.decode_blocks};
 }
 
 } // namespace outrider::router
