@@ -2,13 +2,16 @@
 // CLI11 option whose check is the table's own validation, so a value is
 // refused with the same words whether it came from a flag, the environment
 // or the config file. Typo hints and value checks are ours (CLI11 has no
-// suggestions, and its range messages name no example).
+// suggestions, and its range messages name no example). The --help text and
+// the OUTRIDER_* variables read from the environment are here too.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 
 #include "runtime/options.hpp"
+
+extern char** environ;
 
 namespace outrider::runtime {
 
@@ -197,6 +200,49 @@ parse_outcome parse_flags(const std::vector<option_spec>& specs,
       return fail("flag '--" + spec.key + "' needs a value, e.g. " +
                   spec.example);
     }
+  }
+  return out;
+}
+
+std::string join_choices(const std::vector<std::string>& xs) {
+  std::string out;
+  for (const auto& x : xs) {
+    if (!out.empty())
+      out += ", ";
+    out += x;
+  }
+  return out;
+}
+
+std::string help_text() {
+  std::ostringstream os;
+  os << "outrider: the cluster runtime beside LLM inference engines.\n\n"
+        "Usage: outrider --role sidecar|router|all [options]\n\n"
+        "Every option has one spelling: the flag --key, the YAML key `key:` "
+        "in --config,\nand the environment variable OUTRIDER_KEY (dashes "
+        "become underscores).\nPrecedence: flag > environment > config file "
+        "> default.\nDurations take ms, s, m or h (a bare number is ms).\n\n"
+        "Options:\n";
+  os << option_list_text(option_specs(), false);
+  os << "  -h, --help     this text\n  --version      print the version\n\n"
+        "Debugging:\n";
+  os << option_list_text(option_specs(), true);
+  os << "\nExit codes: 0 clean stop, 1 runtime failure, 2 bad command line "
+        "or configuration.\n"
+        "Example: outrider --role sidecar --engine-endpoint 127.0.0.1:50051 "
+        "--system-port 9090\n";
+  return os.str();
+}
+
+std::map<std::string, std::string> process_environment() {
+  std::map<std::string, std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    if (kv.rfind("OUTRIDER_", 0) != 0)
+      continue;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos)
+      out[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   return out;
 }

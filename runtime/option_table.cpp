@@ -2,10 +2,7 @@
 // variable, type, default, range, help with an example. The typed keys in
 // option_keys.hpp follow it (checked by a unit test).
 #include <cstdlib>
-#include <sstream>
 #include <unistd.h>
-
-extern char** environ;
 
 #include "runtime/options.hpp"
 
@@ -371,52 +368,9 @@ std::vector<option_spec> make_specs() {
 
 } // namespace
 
-std::string join_choices(const std::vector<std::string>& xs) {
-  std::string out;
-  for (const auto& x : xs) {
-    if (!out.empty())
-      out += ", ";
-    out += x;
-  }
-  return out;
-}
-
 const std::vector<option_spec>& option_specs() {
   static const auto specs = make_specs();
   return specs;
-}
-
-std::string help_text() {
-  std::ostringstream os;
-  os << "outrider: the cluster runtime beside LLM inference engines.\n\n"
-        "Usage: outrider --role sidecar|router|all [options]\n\n"
-        "Every option has one spelling: the flag --key, the YAML key `key:` "
-        "in --config,\nand the environment variable OUTRIDER_KEY (dashes "
-        "become underscores).\nPrecedence: flag > environment > config file "
-        "> default.\nDurations take ms, s, m or h (a bare number is ms).\n\n"
-        "Options:\n";
-  os << option_list_text(option_specs(), false);
-  os << "  -h, --help     this text\n  --version      print the version\n\n"
-        "Debugging:\n";
-  os << option_list_text(option_specs(), true);
-  os << "\nExit codes: 0 clean stop, 1 runtime failure, 2 bad command line "
-        "or configuration.\n"
-        "Example: outrider --role sidecar --engine-endpoint 127.0.0.1:50051 "
-        "--system-port 9090\n";
-  return os.str();
-}
-
-std::map<std::string, std::string> process_environment() {
-  std::map<std::string, std::string> out;
-  for (char** e = environ; e && *e; ++e) {
-    std::string kv = *e;
-    if (kv.rfind("OUTRIDER_", 0) != 0)
-      continue;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos)
-      out[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return out;
 }
 
 } // namespace outrider::runtime
