@@ -160,9 +160,7 @@ class service final : public sg::SglangService::Service {
         s.set_is_pause(paused);
         s.mutable_model_info()->set_model_path(e_.config().model);
         s.mutable_server_info()->set_json_info(server_info(e_));
-        auto* card = s.mutable_models()->add_models();
-        card->set_id(e_.config().model);
-        card->set_root(e_.config().model);
+        list_models(*s.mutable_models());
         if (!w->Write(s))
           break;
         sent = now;
@@ -192,12 +190,24 @@ class service final : public sg::SglangService::Service {
 
   Status ListModels(ServerContext*, const sg::ListModelsRequest*,
                     sg::ListModelsResponse* out) override {
-    auto* card = out->add_models();
-    card->set_id(e_.config().model);
-    card->set_root(e_.config().model);
-    card->set_max_model_len(
-      static_cast<int32_t>(e_.config().engine.max_model_len));
+    list_models(*out);
     return Status::OK;
+  }
+
+  // The served model, then a card per LoRA adapter with the model as its
+  // parent, as SGLang lists them.
+  void list_models(sg::ListModelsResponse& out) const {
+    const auto& c = e_.config();
+    auto* card = out.add_models();
+    card->set_id(c.model);
+    card->set_root(c.model);
+    card->set_max_model_len(static_cast<int32_t>(c.engine.max_model_len));
+    for (const auto& name : c.lora_adapters) {
+      auto* a = out.add_models();
+      a->set_id(name);
+      a->set_root("/adapters/" + name);
+      a->set_parent(c.model);
+    }
   }
 
   Status Abort(ServerContext*, const sg::AbortRequest* in,

@@ -249,6 +249,19 @@ class control final : public vllm::Control::Service {
     out->set_served_model_name(e_.config().model);
     out->set_supports_text_input(false);
     out->set_supports_token_ids_input(true);
+    out->set_supports_lora(!e_.config().lora_adapters.empty());
+    return Status::OK;
+  }
+
+  Status ListLoras(ServerContext*, const vllm::ListLorasRequest*,
+                   vllm::ListLorasResponse* out) override {
+    int64_t id = 0;
+    for (const auto& name : e_.config().lora_adapters) {
+      auto* a = out->add_adapters();
+      a->set_lora_id(++id);
+      a->set_lora_name(name);
+      a->set_source_path("/adapters/" + name);
+    }
     return Status::OK;
   }
 

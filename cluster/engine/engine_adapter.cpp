@@ -79,6 +79,15 @@ class vllm_adapter final : public engine_adapter {
     out.protocol = "vllm";
     if (out.instance_id.empty())
       return malformed("the engine reported no instance_id");
+    // Adapters (Control.ListLoras); an engine without LoRA, or one that
+    // does not answer, lists none.
+    out.lora_adapters.clear();
+    grpc::ClientContext lctx;
+    deadline(lctx);
+    vllm::ListLorasResponse loras;
+    if (control_->ListLoras(&lctx, vllm::ListLorasRequest{}, &loras).ok())
+      for (const auto& a : loras.adapters())
+        out.add_adapter(a.lora_name());
     return {};
   }
 
@@ -171,9 +180,7 @@ class openengine_adapter final : public engine_adapter {
     out.lora_adapters.clear();
     if (control_->ListLoras(&lctx, oe::ListLorasRequest{}, &loras).ok())
       for (const auto& n : loras.lora_names())
-        if (!n.empty() && n.size() <= max_lora_name_bytes &&
-            out.lora_adapters.size() < max_lora_adapters)
-          out.lora_adapters.push_back(n);
+        out.add_adapter(n);
     return st;
   }
 

@@ -25,9 +25,22 @@ struct engine_info {
   /// host:port of a prefill engine's bootstrap server (SGLang
   /// disaggregation: the decode engine fetches the KV from there).
   std::string bootstrap_endpoint;
-  /// The LoRA adapters it serves (OpenEngine `ListLoras`; empty where the
-  /// engine's protocol offers no list).
+  /// The LoRA adapters it serves, by name (OpenEngine `ListLoras`, vLLM
+  /// `Control.ListLoras`, SGLang's model cards with a parent; empty where
+  /// the engine lists none).
   std::vector<std::string> lora_adapters;
+
+  /// Adds an adapter's name as an engine listed it: empty, over-long and
+  /// repeated names and those beyond `max_lora_adapters` are left out.
+  void add_adapter(const std::string& name) {
+    if (name.empty() || name.size() > max_lora_name_bytes ||
+        lora_adapters.size() >= max_lora_adapters)
+      return;
+    for (const auto& a : lora_adapters)
+      if (a == name)
+        return;
+    lora_adapters.push_back(name);
+  }
 };
 
 /// One rank's KV event source, with connectable addresses.

@@ -96,6 +96,12 @@ class sglang_adapter final : public engine_adapter {
                                     .value_or(worker_role::aggregated)
                                 : worker_role::aggregated;
     out.protocol = "sglang";
+    // SGLang lists each loaded LoRA adapter as a model card whose parent
+    // is the served model (docs/wire.md, "SGLang's gRPC").
+    out.lora_adapters.clear();
+    for (const auto& card : snap.models().models())
+      if (card.has_parent())
+        out.add_adapter(card.id());
     auto port = number(info, "disaggregation_bootstrap_port", 0);
     if (out.role == worker_role::prefill && port > 0 && port < 65536)
       out.bootstrap_endpoint = engine_host(info.value("host", std::string{})) +
