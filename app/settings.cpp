@@ -166,6 +166,7 @@ sidecar::sidecar_settings sidecar_settings_from(const runtime::options& o) {
   sidecar::sidecar_settings s;
   s.engine_endpoint = o.get(opt::engine_endpoint);
   s.engine_protocol = o.get(opt::engine_protocol);
+  s.engine_http = o.get(opt::engine_http);
   s.engine_startup_deadline = o.get(opt::engine_startup_deadline);
   s.worker_id = o.get(opt::worker_id).empty()
                   ? default_worker_id(s.engine_endpoint)

@@ -34,6 +34,7 @@ struct option_key {
   X(supervisor_restart_window, "supervisor-restart-window", duration)          \
   X(engine_endpoint, "engine-endpoint", string)                                \
   X(engine_protocol, "engine-protocol", string)                                \
+  X(engine_http, "engine-http", string)                                        \
   X(on_kv_gap, "on-kv-gap", string)                                            \
   X(kv_max_message_bytes, "kv-max-message-bytes", integer)                     \
   X(kv_max_batch_events, "kv-max-batch-events", integer)                       \

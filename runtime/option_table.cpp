@@ -82,6 +82,11 @@ std::vector<option_spec> make_specs() {
          "the engine's gRPC dialect (auto: detected once from the services "
          "the engine offers: OpenEngine, else vLLM, else SGLang)",
          "--engine-protocol vllm", {"auto", "openengine", "vllm", "sglang"}),
+    make("engine-http", ot::string, "",
+         "the engine's HTTP address (host:port): KV event sources are read "
+         "from its GET /kv_event_sources (vLLM) where its gRPC lists none "
+         "or has no GetKvEventSources (sidecar; empty: gRPC only)",
+         "--engine-http 127.0.0.1:8000"),
     make("on-kv-gap", ot::string, "reset",
          "when the engine's replay cannot cover a gap: reset the rank, or "
          "also shut the engine down (vLLM) so it restarts clean",

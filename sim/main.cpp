@@ -131,6 +131,8 @@ runtime::http_response debug_route(sim_engine& e,
   }
   if (req.method != "GET")
     return json_answer(405, "{\"error\":\"use GET\"}\n");
+  if (req.path == "/kv_event_sources") // vLLM's HTTP KV event discovery
+    return json_answer(200, vllm_kv_event_sources_json(e));
   return truth_route(e, req);
 }
 

@@ -148,8 +148,9 @@ std::vector<option_spec> make_specs() {
     spec("vllm-services", ot::string, "both",
          "where vLLM's KV event discovery is served: Control only (old), "
          "KvTransfer and Control (both), or KvTransfer with Control's "
-         "answering UNIMPLEMENTED (split, vLLM PR #56364)",
-         "--vllm-services old", {"old", "both", "split"}),
+         "answering UNIMPLEMENTED (split, vLLM PR #56364), or neither "
+         "(none: only HTTP GET /kv_event_sources on the debug port)",
+         "--vllm-services old", {"old", "both", "split", "none"}),
     spec("scheduling-policy", ot::string, "fcfs",
          "admit waiting requests by arrival, or by (priority, arrival) "
          "as vLLM's priority policy: lower first",
@@ -267,7 +268,9 @@ std::string to_config(const runtime::options& o, sim_config& c) {
   c.engine.offload_store_only = o.get(key::offload_store_only);
   c.engine.offload_load_ms = o.get(key::offload_load_ms);
   c.engine.hybrid_groups = o.get(key::hybrid_groups);
-  c.vllm_kv_transfer = o.get(key::vllm_services) != "old";
+  c.vllm_kv_transfer =
+    o.get(key::vllm_services) != "old" && o.get(key::vllm_services) != "none";
+  c.vllm_grpc_discovery = o.get(key::vllm_services) != "none";
   c.vllm_split_services = o.get(key::vllm_services) == "split";
   c.lora_adapters.clear();
   std::string mods = o.get(key::lora_modules);

@@ -34,6 +34,9 @@ struct sim_config {
   /// Control's answers UNIMPLEMENTED).
   bool vllm_kv_transfer = true;
   bool vllm_split_services = false;
+  /// false (--vllm-services none): no gRPC KV discovery at all, as a vLLM
+  /// before PR #50033; GET /kv_event_sources on the debug port still is.
+  bool vllm_grpc_discovery = true;
   int data_parallel_size = 1;
   engine_config engine;
   double speedup = 1.0;
@@ -153,6 +156,8 @@ grpc::Status take_identity(const sim_config& cfg, const std::string& lora,
 std::unique_ptr<grpc::Service> make_vllm_inference(sim_engine& e);
 std::unique_ptr<grpc::Service> make_vllm_control(sim_engine& e);
 std::unique_ptr<grpc::Service> make_vllm_kv_transfer(sim_engine& e);
+/// vLLM's HTTP `GET /kv_event_sources` body: `{"sources": [...]}`.
+std::string vllm_kv_event_sources_json(sim_engine& e);
 std::unique_ptr<grpc::Service> make_openengine_inference(sim_engine& e);
 std::unique_ptr<grpc::Service> make_openengine_control(sim_engine& e);
 /// SGLang's SglangService (proto/sglang.proto).

@@ -3,6 +3,8 @@
 #include <thread>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "sim/sim_server.hpp"
 #include "vllm.grpc.pb.h"
 
@@ -221,6 +223,25 @@ class kv_transfer final : public vllm::KvTransfer::Service {
   sim_engine& e_;
 };
 
+} // namespace
+
+std::string vllm_kv_event_sources_json(sim_engine& e) {
+  vllm::GetKvEventSourcesResponse sources;
+  kv_event_sources(e, &sources);
+  auto list = nlohmann::json::array();
+  for (const auto& s : sources.sources())
+    list.push_back(
+      {{"data_parallel_rank", s.data_parallel_rank()},
+       {"endpoint", s.endpoint()},
+       {"replay_endpoint", s.replay_endpoint().empty()
+                             ? nlohmann::json()
+                             : nlohmann::json(s.replay_endpoint())},
+       {"topic", s.topic()}});
+  return nlohmann::json{{"sources", list}}.dump() + "\n";
+}
+
+namespace {
+
 class control final : public vllm::Control::Service {
  public:
   explicit control(sim_engine& e) : e_(e) {}
@@ -287,6 +308,9 @@ class control final : public vllm::Control::Service {
     if (e_.config().vllm_split_services)
       return {StatusCode::UNIMPLEMENTED,
               "moved to vllm.KvTransfer (--vllm-services split)"};
+    if (!e_.config().vllm_grpc_discovery)
+      return {StatusCode::UNIMPLEMENTED, "no KV event discovery over gRPC "
+                                         "(--vllm-services none)"};
     kv_event_sources(e_, out);
     return Status::OK;
   }

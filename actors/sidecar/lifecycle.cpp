@@ -8,6 +8,7 @@
 #include "actors/registrar/registrar.hpp"
 #include "actors/sidecar/lifecycle_machine.hpp"
 #include "cluster/engine/health_watch.hpp"
+#include "cluster/engine/kv_sources_http.hpp"
 #include "runtime/metrics.hpp"
 
 namespace outrider::sidecar {
@@ -235,6 +236,9 @@ lifecycle_actor::behavior_type lifecycle(self_ptr self, lifecycle_config cfg) {
   st.cfg.health->set_component("engine", "waiting", st.cfg.engine_endpoint);
   st.adapter =
     engine::make_engine_adapter(st.cfg.engine_protocol, st.cfg.engine_endpoint);
+  if (!st.cfg.engine_http.empty())
+    st.adapter =
+      engine::with_http_kv_discovery(std::move(st.adapter), st.cfg.engine_http);
   if (st.cfg.engine_protocol == "auto")
     self->send(self, detect_atom::value);
   else

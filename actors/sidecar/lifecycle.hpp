@@ -54,6 +54,9 @@ using lifecycle_actor = caf::typed_actor<
 struct lifecycle_config {
   std::string engine_endpoint;
   std::string engine_protocol = "auto";
+  /// The engine's HTTP host:port: KV event sources from its
+  /// `GET /kv_event_sources` where gRPC lists none ("": gRPC only).
+  std::string engine_http;
   std::chrono::milliseconds startup_deadline{600000};
   std::string worker_id;
   std::string relay_endpoint;

@@ -15,6 +15,7 @@ namespace outrider::sidecar {
 struct sidecar_settings {
   std::string engine_endpoint;
   std::string engine_protocol; // auto, openengine, vllm, sglang
+  std::string engine_http;     // host:port of GET /kv_event_sources, or ""
   std::chrono::milliseconds engine_startup_deadline{0};
   std::string worker_id;      // as registered (app/ derives a default)
   std::string relay_host;     // where the relay listens

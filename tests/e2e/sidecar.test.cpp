@@ -501,3 +501,27 @@ TEST_CASE("vLLM's KV event sources are found on KvTransfer, else on "
     CHECK(eventually([&] { return index_matches(side, sim); }, 5s));
   }
 }
+
+TEST_CASE("vLLM's KV event sources are read from HTTP GET /kv_event_sources "
+          "where its gRPC has no discovery") {
+  sim_process sim{{.extra = {"--protocol", "vllm", "--vllm-services", "none"}}};
+  REQUIRE(sim.wait_serving(10s));
+  // Without the HTTP address the sidecar has no sources and never catches
+  // up: not registered.
+  {
+    sidecar_process blind{sim.endpoint(),
+                          std::make_shared<sidecar_dirs>(),
+                          {"--engine-protocol", "vllm"}};
+    REQUIRE(eventually([&] { return blind.get("/live") == 200; }, 10s));
+    CHECK_FALSE(
+      eventually([&] { return registered_as(blind, instance_of(sim)); }, 2s));
+  }
+  sidecar_process side{
+    sim.endpoint(),
+    std::make_shared<sidecar_dirs>(),
+    {"--engine-http", "127.0.0.1:" + std::to_string(sim.debug)}};
+  auto id = instance_of(sim);
+  REQUIRE(eventually([&] { return registered_as(side, id); }, 10s));
+  REQUIRE(generate(sim, 10, 17));
+  CHECK(eventually([&] { return index_matches(side, sim); }, 5s));
+}

@@ -1,0 +1,75 @@
+#include "runtime/http/client.hpp"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <optional>
+
+namespace outrider::runtime {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = asio::ip::tcp;
+
+http_fetch http_get(const std::string& host, uint16_t port,
+                    const std::string& target,
+                    std::chrono::milliseconds timeout, size_t max_body) {
+  // Asynchronous operations on a private io_context, run for at most
+  // `timeout`: Beast's synchronous calls have no deadline.
+  http_fetch out;
+  asio::io_context io;
+  tcp::resolver resolver{io};
+  beast::tcp_stream stream{io};
+  beast::flat_buffer buffer;
+  bhttp::request<bhttp::empty_body> req{bhttp::verb::get, target, 11};
+  req.set(bhttp::field::host, host + ":" + std::to_string(port));
+  req.set(bhttp::field::connection, "close");
+  std::optional<bhttp::response_parser<bhttp::string_body>> parser;
+  parser.emplace();
+  parser->body_limit(max_body);
+  parser->header_limit(16384);
+  bool done = false;
+  auto fail = [&](const char* what, const beast::error_code& ec) {
+    out.error = std::string(what) + ": " + ec.message();
+    done = true;
+  };
+  stream.expires_after(timeout);
+  resolver.async_resolve(
+    host, std::to_string(port),
+    [&](beast::error_code ec, const tcp::resolver::results_type& hosts) {
+      if (ec)
+        return fail("resolve", ec);
+      stream.async_connect(
+        hosts, [&](beast::error_code ec, const tcp::endpoint&) {
+          if (ec)
+            return fail("connect", ec);
+          bhttp::async_write(stream, req, [&](beast::error_code ec, size_t) {
+            if (ec)
+              return fail("write", ec);
+            bhttp::async_read(
+              stream, buffer, *parser, [&](beast::error_code ec, size_t) {
+                if (ec)
+                  return fail("read", ec);
+                out.status = static_cast<int>(parser->get().result_int());
+                out.body = std::move(parser->get().body());
+                done = true;
+              });
+          });
+        });
+    });
+  // The stream's own deadline ends connect, write and read; the resolver
+  // is bounded by the same wall clock here.
+  io.run_for(timeout + std::chrono::milliseconds{100});
+  if (!done) {
+    out.error = "timed out after " + std::to_string(timeout.count()) + " ms";
+    out.status = 0;
+  }
+  beast::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  return out;
+}
+
+} // namespace outrider::runtime

@@ -1,0 +1,27 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace outrider::runtime {
+
+/// A plain-HTTP GET's answer, or why there is none (`error` non-empty:
+/// unreachable, timed out, over `max_body`, not HTTP).
+struct http_fetch {
+  int status = 0;
+  std::string body;
+  std::string error;
+};
+
+/// One GET over plain HTTP/1.1 to `host:port` (Boost.Beast), within
+/// `timeout` from the first connect attempt to the last byte, reading at
+/// most `max_body` bytes of body. Blocks the calling thread; for the rare
+/// control-plane reads (an engine's discovery or metrics endpoint), not
+/// for a request path.
+http_fetch http_get(const std::string& host, uint16_t port,
+                    const std::string& target,
+                    std::chrono::milliseconds timeout,
+                    size_t max_body = 1 << 20);
+
+} // namespace outrider::runtime
