@@ -178,6 +178,7 @@ sidecar::sidecar_settings sidecar_settings_from(const runtime::options& o) {
   s.shutdown_engine_on_gap = o.get(opt::on_kv_gap) == "shutdown-engine";
   s.kv_max_message_bytes = o.get(opt::kv_max_message_bytes);
   s.kv_max_batch_events = static_cast<size_t>(o.get(opt::kv_max_batch_events));
+  s.kv_tier_cap = static_cast<size_t>(o.get(opt::kv_slot_cap));
   s.data_dir = o.get(opt::data_dir);
   s.tls = tls_files_from(o);
   s.discovery = discovery_settings_from(o);

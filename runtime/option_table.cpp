@@ -286,9 +286,10 @@ std::vector<option_spec> make_specs() {
          "tier or another owner's tier (off: only its own)",
          "--kv-credit-remote"),
     make("kv-slot-cap", ot::integer, "1048576",
-         "router: the most blocks the index keeps per rank and offload tier "
-         "(and on GPU when the worker reports no total), oldest dropped "
-         "first: a publisher that never removes cannot grow it",
+         "the most blocks an index keeps per rank and offload tier, oldest "
+         "dropped first: a publisher that never removes cannot grow it "
+         "(sidecar: its store and what it forwards; router: also on GPU "
+         "when the worker reports no total)",
          "--kv-slot-cap 200000", {}, 1, int64_t{1} << 32),
     make("kv-priority-overlap", ot::number, "0",
          "router, kv mode: a request whose rank caches this share of its "

@@ -1,12 +1,14 @@
 #include "actors/indexer/indexer_actor.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <variant>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "actors/indexer/index_store.hpp"
+#include "actors/indexer/tier_bound.hpp"
 #include "runtime/metrics.hpp"
 
 namespace outrider::indexer {
@@ -25,6 +27,7 @@ struct indexer_stats {
   runtime::counter* cleared = nullptr;
   runtime::counter* unknown_parent = nullptr;
   runtime::counter* unknown_removal = nullptr;
+  runtime::counter* tier_evicted = nullptr;
   std::map<int, runtime::gauge*> blocks; // per rank
 
   static indexer_stats make() {
@@ -44,6 +47,10 @@ struct indexer_stats {
     s.cleared = kind("cleared");
     s.unknown_parent = kind("unknown_parent");
     s.unknown_removal = kind("unknown_removal");
+    s.tier_evicted = &m.get_counter(
+      "outrider_kv_tier_evictions_total",
+      "Offload-tier blocks the sidecar evicted, oldest first, to hold a "
+      "rank's tier to --kv-slot-cap (a publisher that never removes)");
     return s;
   }
 
@@ -70,6 +77,7 @@ struct indexer_state {
   indexer_config cfg;
   index_store store;
   local_index index;
+  std::optional<tier_bound> bound; // made with the config
   std::string instance_id;
   std::map<int, uint64_t> next_seq;
   std::map<int, uint64_t> since_compaction;
@@ -130,6 +138,9 @@ indexer_actor::behavior_type indexer(self_ptr self, indexer_config cfg) {
   st.instance_id = rec.instance_id;
   st.next_seq = rec.next_seq;
   st.index = std::move(rec.index);
+  st.bound.emplace(st.cfg.tier_cap);
+  for (const auto& [rank, _] : st.index.ranks())
+    st.bound->rebuild(st.index, rank);
   if (rec.rebuilt)
     spdlog::warn("indexer: the store was rebuilt; every rank of instance "
                  "'{}' starts again from sequence 0",
@@ -157,15 +168,29 @@ void on_apply(self_ptr self, const kv_batch& b) {
   // what the index holds, not with an engine's churn of unknown blocks.
   size_t noops = 0;
   auto pruned = st.index.without_noops(b.rank, b.events, &noops);
+  // An offload tier past its cap: the oldest blocks' removals go with the
+  // batch (logged, applied and forwarded as the engine's own).
+  auto evicted =
+    st.bound->evictions(st.index, b.rank, pruned ? *pruned : b.events);
+  if (!evicted.empty()) {
+    if (!pruned)
+      pruned = b.events;
+    pruned->insert(pruned->end(), evicted.begin(), evicted.end());
+  }
   const auto& events = pruned ? *pruned : b.events;
   if (auto err = st.store.apply(b.rank, b.seq + 1, events)) {
     // Not applied: the forwarder will offer it again after a resync.
     spdlog::error("indexer: {}", describe(err));
+    st.bound->rebuild(st.index, b.rank);
     return;
   }
   st.next_seq[b.rank] = b.seq + 1;
   st.stats.count(st.index.apply(b.rank, events));
+  st.bound->note(st.index, b.rank, events);
   st.stats.unknown_removal->inc(noops);
+  for (const auto& ev : evicted)
+    st.stats.tier_evicted->inc(
+      std::get<kv::block_removed>(ev).block_hashes.size());
   // Fold the log into a snapshot now and then (every 10,000 batches, or
   // once the log since the last holds more blocks than twice the rank's,
   // at least 65,536): recovery stays short and the log bounded by what the
@@ -191,8 +216,13 @@ void on_apply(self_ptr self, const kv_batch& b) {
       spdlog::error("indexer: {}", describe(err));
   }
   st.stats.batches->inc();
-  if (st.cfg.listener)
+  if (st.cfg.listener && evicted.empty()) {
     st.cfg.listener->on_batch(b);
+  } else if (st.cfg.listener) {
+    auto with = b;
+    with.events.insert(with.events.end(), evicted.begin(), evicted.end());
+    st.cfg.listener->on_batch(with);
+  }
   publish_gauges(self);
 }
 
@@ -209,6 +239,7 @@ bool on_instance(self_ptr self, const std::string& id) {
   if (auto err = st.store.reset(id))
     spdlog::error("indexer: {}", describe(err));
   st.index.clear();
+  st.bound.emplace(st.cfg.tier_cap);
   st.next_seq.clear();
   st.instance_id = id;
   for (auto r : ranks)
@@ -239,11 +270,16 @@ std::string json_of(const indexer_state& st) {
     auto& r = ranks[std::to_string(rank)];
     r["next_seq"] = st.next_seq.count(rank) ? st.next_seq.at(rank) : 0;
     auto& list = r["blocks"] = nlohmann::json::array();
-    for (const auto& [hash, info] : blocks)
+    for (const auto& [hash, info] : blocks) {
+      auto media = nlohmann::json::array();
+      for (const auto& place : info.where)
+        media.push_back(kv::to_string(place.medium));
       list.push_back({{"hash", hash},
                       {"parent", info.parent ? nlohmann::json(*info.parent)
                                              : nlohmann::json()},
-                      {"token_ids", info.token_ids}});
+                      {"token_ids", info.token_ids},
+                      {"media", std::move(media)}});
+    }
   }
   return doc.dump();
 }
@@ -262,6 +298,7 @@ indexer_actor::behavior_type behavior(self_ptr self) {
       if (auto err = st.store.reset_rank(rank, next))
         spdlog::error("indexer: {}", describe(err));
       st.index.clear_rank(rank);
+      st.bound->rebuild(st.index, rank);
       st.next_seq[rank] = next;
       tell_cleared(self, rank);
       publish_gauges(self);

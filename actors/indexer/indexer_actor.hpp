@@ -49,6 +49,9 @@ using indexer_actor = caf::typed_actor<
 
 struct indexer_config {
   std::string data_dir;
+  /// The most blocks a rank keeps per offload tier, oldest evicted first
+  /// (`tier_bound`; `--kv-slot-cap`).
+  size_t tier_cap = size_t{1} << 20;
   std::shared_ptr<kv_listener> listener; // may be null
 };
 

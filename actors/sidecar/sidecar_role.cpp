@@ -172,6 +172,7 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_env& ctx,
   auto hub = std::make_shared<event_hub>();
   indexer::indexer_config icfg;
   icfg.data_dir = s.data_dir;
+  icfg.tier_cap = s.kv_tier_cap;
   icfg.listener = hub;
   auto cfg = lifecycle_config_from(ctx, s, slots);
   start_relay(ctx, s, cfg, hub, slots);

@@ -25,7 +25,8 @@ struct sidecar_settings {
   bool shutdown_engine_on_gap = false; // --on-kv-gap shutdown-engine
   int64_t kv_max_message_bytes = 0;
   size_t kv_max_batch_events = 0;
-  std::string data_dir; // the KV index's RocksDB
+  size_t kv_tier_cap = 0; // --kv-slot-cap: blocks per rank and offload tier
+  std::string data_dir;   // the KV index's RocksDB
   cluster::tls_files tls;
   cluster::discovery_settings discovery;
   bool nats_event_plane = false; // --event-plane nats

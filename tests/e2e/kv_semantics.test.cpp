@@ -297,3 +297,50 @@ TEST_CASE("offload tiers: a REMOTE tier's copies are not credited to the "
   CHECK(c.router_metric(
           "outrider_router_placed_blocks_total{of=\"offloaded\"}") == before);
 }
+
+TEST_CASE("a store-only tier is held to --kv-slot-cap by the sidecar too: "
+          "in its index, after a restart's recovery, oldest first") {
+  sim_process sim{
+    {.extra = {"--kv-offload-blocks", "4096", "--kv-offload-store-only"}}};
+  REQUIRE(sim.wait_serving(10s));
+  auto dirs = std::make_shared<sidecar_dirs>();
+  std::vector<std::string> flags{"--kv-slot-cap", "100"};
+  auto cpu_blocks = [](const sidecar_process& s) {
+    size_t n = 0;
+    for (const auto& b : s.index_blocks(0))
+      for (const auto& m : b.value("media", nlohmann::json::array()))
+        n += m == "CPU";
+    return n;
+  };
+  auto evicted = [](const sidecar_process& s) {
+    return s.metric("outrider_kv_tier_evictions_total").value_or(0);
+  };
+  {
+    sidecar_process side{sim.endpoint(), dirs, flags};
+    REQUIRE(eventually([&] { return side.get("/ready") == 200; }, 10s));
+    push_off_gpu(sim, {}); // 272 blocks, every one written to CPU
+    REQUIRE(eventually([&] { return evicted(side) >= 172; }, 10s));
+    CHECK(cpu_blocks(side) == 100);
+    // The newest stay: the last prompt's blocks are all there.
+    auto last = tokens(12000 + 80 * 16, 64);
+    size_t newest = 0;
+    for (const auto& b : side.index_blocks(0))
+      if (b["token_ids"][0].get<uint32_t>() >= last.front() &&
+          b["token_ids"][0].get<uint32_t>() < last.front() + 64)
+        newest += b["media"].dump().find("CPU") != std::string::npos;
+    CHECK(newest == 16);
+  }
+  // The engine holds more than the cap; the sidecar's view stays bounded.
+  size_t engine_cpu = 0;
+  auto truth = sim.cache(0);
+  for (const auto& b : truth["blocks"])
+    engine_cpu += b.value("medium", "GPU") == "CPU";
+  CHECK(engine_cpu >= 272);
+  // Recovered from its store within the cap, and held there as it grows.
+  sidecar_process again{sim.endpoint(), dirs, flags};
+  REQUIRE(eventually([&] { return again.get("/ready") == 200; }, 10s));
+  CHECK(cpu_blocks(again) == 100);
+  push_off_gpu(sim, {}, 17);
+  REQUIRE(eventually([&] { return evicted(again) >= 272; }, 10s));
+  CHECK(cpu_blocks(again) == 100);
+}
