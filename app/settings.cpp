@@ -81,6 +81,7 @@ router::frontend_config frontend_from(const runtime::options& o) {
   f.http.send_timeout = o.get(opt::http_send_timeout);
   f.api.json_depth = size(opt::http_max_json_depth);
   f.api.max_prompt_tokens = size(opt::max_prompt_tokens);
+  f.api.media_placeholder = o.get(opt::chat_media_placeholder);
   f.max_in_flight = size(opt::http_max_in_flight);
   f.tokenizer_threads = size(opt::tokenizer_threads);
   return f;

@@ -102,6 +102,7 @@ struct option_key {
   X(tokenizer, "tokenizer", string)                                            \
   X(tokenizer_threads, "tokenizer-threads", integer)                           \
   X(chat_template, "chat-template", string)                                    \
+  X(chat_media_placeholder, "chat-media-placeholder", string)                  \
   X(served_model, "served-model", string)                                      \
   X(sim_engines, "sim-engines", integer)                                       \
   X(sim_binary, "sim-binary", string)                                          \

@@ -336,6 +336,11 @@ std::vector<option_spec> make_specs() {
          "router: a Jinja chat template file for /v1/chat/completions "
          "(default: the tokenizer's own)",
          "--chat-template /etc/outrider/chatml.jinja"),
+    make("chat-media-placeholder", ot::string, "<|image_pad|>",
+         "router: the text a chat's image part becomes for the template "
+         "(the model's image token); the prompt is matched against the KV "
+         "index only before the first",
+         "--chat-media-placeholder \"<image>\""),
     make("tokenizer-threads", ot::integer, "2",
          "router: threads that tokenize prompts (never the I/O threads)",
          "--tokenizer-threads 4", {}, 1, 64),

@@ -102,11 +102,19 @@ void engine_core::free_blocks(request_state& r) {
 namespace {
 
 // vLLM's extra keys of a block (docs/wire.md, "extra_keys"): the adapter's
-// name on every block, the salt on the first.
-kv::block_extra extra_keys_of(const engine_request& req, size_t block) {
+// name on every block, each media item overlapping it with its start
+// relative to the block, the salt on the first.
+kv::block_extra extra_keys_of(const engine_request& req, size_t block,
+                              size_t block_size) {
   kv::block_extra ex;
   if (!req.lora.empty())
     ex.push_back({kv::extra_key::kind::text, req.lora, 0});
+  auto start = block * block_size;
+  for (const auto& m : req.media)
+    if (m.offset < start + block_size && m.offset + m.length > start)
+      ex.push_back(
+        {kv::extra_key::kind::media, m.identifier,
+         static_cast<int64_t>(m.offset) - static_cast<int64_t>(start)});
   if (block == 0 && !req.cache_salt.empty())
     ex.push_back({kv::extra_key::kind::text, req.cache_salt, 0});
   return ex;
@@ -118,8 +126,9 @@ uint64_t engine_core::block_hash(const request_state& r, size_t block,
                                  std::optional<uint64_t> parent,
                                  const uint32_t* tokens) const {
   auto seed = cfg_.hash_salt ^ splitmix(parent.value_or(0));
-  if (!r.req.lora.empty() || (block == 0 && !r.req.cache_salt.empty()))
-    seed ^= splitmix(kv::extra_digest(extra_keys_of(r.req, block)));
+  auto ex = extra_keys_of(r.req, block, cfg_.block_size);
+  if (!ex.empty())
+    seed ^= splitmix(kv::extra_digest(ex));
   return XXH3_64bits_withSeed(tokens, cfg_.block_size * sizeof(uint32_t), seed);
 }
 
@@ -242,7 +251,7 @@ void engine_core::commit_full_blocks(request_state& r) {
         block_hash(r, b, parent, r.tokens.data() + b * cfg_.block_size));
     auto first = r.tokens.begin() + static_cast<ptrdiff_t>(b * cfg_.block_size);
     std::vector<uint32_t> toks(first, first + cfg_.block_size);
-    auto ex = extra_keys_of(r.req, b);
+    auto ex = extra_keys_of(r.req, b, cfg_.block_size);
     kv::block_identity id{r.req.lora, {}};
     if (!ex.empty() && !r.req.lora.empty())
       id.extra.assign(ex.begin() + 1, ex.end());

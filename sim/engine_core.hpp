@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cluster/kv/block_hash.hpp"
 #include "sim/block_manager.hpp"
 #include "sim/offload_tier.hpp"
 #include "sim/timing_model.hpp"
@@ -39,6 +40,9 @@ struct engine_config {
   bool offload_placeholders = false;
   kv::locality offload_locality = kv::locality::unspecified;
   bool offload_store_only = false;
+  /// Prompt tokens a media item's placeholder stands for: the blocks they
+  /// overlap are keyed by the item (vLLM's (identifier, offset) extra key).
+  uint32_t media_item_tokens = 16;
   double offload_load_ms = 0.05;
   /// Publish every GPU event also as group 1 of a sliding-window layer
   /// (same hashes, as vLLM's hybrid models), group 0 full attention.
@@ -62,6 +66,8 @@ struct engine_request {
   /// chain), and its KV events carry them (lora_name, extra_keys).
   std::string lora;
   std::string cache_salt;
+  /// Media items of the prompt (identifier, first token, tokens covered).
+  std::vector<kv::media_span> media;
 };
 
 enum class finish_reason { none, length, stop, aborted };

@@ -137,6 +137,8 @@ class inference final : public oe::Inference::Service {
     if (auto st = take_identity(cfg, in.lora_name(), in.kv().cache_salt(), req);
         !st.ok())
       return st;
+    if (auto st = take_media(in, cfg.engine.media_item_tokens, req); !st.ok())
+      return st;
     if (!in.kv().has_session())
       return Status::OK;
     if (!cfg.engine_role_decode())

@@ -38,6 +38,7 @@ constexpr option_key<int64_t> offload_blocks{"kv-offload-blocks"};
 constexpr option_key<std::string> offload_events{"kv-offload-events"};
 constexpr option_key<std::string> offload_locality{"kv-offload-locality"};
 constexpr option_key<bool> offload_store_only{"kv-offload-store-only"};
+constexpr option_key<int64_t> media_item_tokens{"media-item-tokens"};
 constexpr option_key<double> offload_load_ms{"kv-offload-load-ms"};
 constexpr option_key<bool> hybrid_groups{"kv-hybrid-groups"};
 constexpr option_key<std::string> vllm_services{"vllm-services"};
@@ -138,6 +139,10 @@ std::vector<option_spec> make_specs() {
     spec("kv-offload-store-only", ot::boolean, "false",
          "publish no removals of the offload tier (as LMCache's connector)",
          "--kv-offload-store-only"),
+    integer("media-item-tokens", e.media_item_tokens,
+            "prompt tokens a media item stands for from its offset: the "
+            "blocks they overlap are keyed by the item, as vLLM keys them",
+            "--media-item-tokens 64", 1, 1000000),
     number("kv-offload-load-ms", e.offload_load_ms,
            "model time to load one block back from the offload tier",
            "--kv-offload-load-ms 2", 0, 1e6),
@@ -253,6 +258,8 @@ std::string to_config(const runtime::options& o, sim_config& c) {
   c.model = o.get(key::model);
   c.data_parallel_size = static_cast<int>(o.get(key::dp_size));
   c.engine.block_size = static_cast<uint32_t>(o.get(key::block_size));
+  c.engine.media_item_tokens =
+    static_cast<uint32_t>(o.get(key::media_item_tokens));
   c.engine.num_blocks = static_cast<uint32_t>(o.get(key::num_blocks));
   c.engine.max_num_seqs = static_cast<uint32_t>(o.get(key::max_num_seqs));
   c.engine.max_batched_tokens = static_cast<uint32_t>(o.get(key::max_batched));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <xxhash.h>
 
 #include <grpcpp/health_check_service_interface.h>
 
@@ -37,6 +38,24 @@ grpc::Status take_identity(const sim_config& cfg, const std::string& lora,
             "cache_salt is over 1024 bytes"};
   req.lora = lora;
   req.cache_salt = cache_salt;
+  return grpc::Status::OK;
+}
+
+grpc::Status take_media(const openengine::v1::GenerateRequest& in,
+                        uint32_t item_tokens, engine_request& req) {
+  if (in.media_size() > 64)
+    return {grpc::StatusCode::INVALID_ARGUMENT, "more than 64 media items"};
+  for (const auto& m : in.media()) {
+    if (m.url().empty() || m.offset() > req.prompt.size())
+      return {grpc::StatusCode::INVALID_ARGUMENT,
+              "a media item needs a url and an offset within the prompt"};
+    char id[24];
+    std::snprintf(id, sizeof id, "url-%016llx",
+                  static_cast<unsigned long long>(
+                    XXH3_64bits(m.url().data(), m.url().size())));
+    req.media.push_back(kv::media_span{
+      m.uuid().empty() ? std::string{id} : m.uuid(), m.offset(), item_tokens});
+  }
   return grpc::Status::OK;
 }
 

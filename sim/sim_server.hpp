@@ -12,6 +12,7 @@
 #include <grpcpp/impl/codegen/service_type.h>
 
 #include "cluster/engine/vocabulary.hpp"
+#include "openengine.pb.h"
 #include "sim/bootstrap.hpp"
 #include "sim/engine_runner.hpp"
 #include "sim/kv_publisher.hpp"
@@ -152,6 +153,13 @@ class sim_engine {
 /// not served (as vLLM answers), INVALID_ARGUMENT for a salt over 1 KiB.
 grpc::Status take_identity(const sim_config& cfg, const std::string& lora,
                            const std::string& cache_salt, engine_request& req);
+/// Takes an OpenEngine request's media items (outrider's MediaInput
+/// fields): each covers `item_tokens` prompt tokens from its offset and is
+/// known by its uuid, else by a digest of its URL (standing in for vLLM's
+/// hash of the item's content). At most 64; an item without a URL or past
+/// the prompt is INVALID_ARGUMENT.
+grpc::Status take_media(const openengine::v1::GenerateRequest& in,
+                        uint32_t item_tokens, engine_request& req);
 
 std::unique_ptr<grpc::Service> make_vllm_inference(sim_engine& e);
 std::unique_ptr<grpc::Service> make_vllm_control(sim_engine& e);

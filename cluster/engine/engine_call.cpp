@@ -226,6 +226,15 @@ void start_generate(const std::shared_ptr<grpc::Channel>& ch, dialect d,
   }
   int rank = target.dp_rank ? static_cast<int>(*target.dp_rank) : -1;
   int32_t priority = target.priority.value_or(0);
+  // Media reach OpenEngine engines only (outrider's MediaInput fields):
+  // vLLM's MediaItem modality values and SGLang's image fields are not in
+  // the sources outrider read (docs/wire.md, "Media"). Sent without them,
+  // the engine would answer for a prompt without its images.
+  if (req.media_size() > 0 && d != dialect::openengine && d != dialect::unknown)
+    return sink.on_done({grpc::StatusCode::INVALID_ARGUMENT,
+                         "media items are passed only to OpenEngine engines; "
+                         "this worker speaks " +
+                           std::string(to_string(d))});
   if (d == dialect::sglang) {
     if (req.has_prompt())
       return sink.on_done({grpc::StatusCode::INVALID_ARGUMENT,

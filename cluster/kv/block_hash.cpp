@@ -1,5 +1,6 @@
 #include "cluster/kv/block_hash.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <xxhash.h>
 
@@ -56,6 +57,8 @@ std::vector<uint64_t> sequence_keys(const uint32_t* tokens, size_t n,
                                     size_t block_size,
                                     const prompt_identity& id,
                                     uint64_t base_seed) {
+  if (id.match_limit)
+    n = std::min(n, *id.match_limit);
   if (id.plain())
     return sequence_hashes(tokens, n, block_size, base_seed);
   std::vector<uint64_t> out;

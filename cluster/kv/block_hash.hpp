@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,10 @@ struct prompt_identity {
   std::string lora;
   std::string cache_salt;
   std::vector<media_span> media; // by offset
+  /// Tokens from here on are not keyed: a media item whose expansion on
+  /// the engine the router cannot know begins here, and no block at or
+  /// past it may match (a false match is worse than none).
+  std::optional<size_t> match_limit;
   bool plain() const {
     return lora.empty() && cache_salt.empty() && media.empty();
   }

@@ -68,3 +68,24 @@ TEST_CASE("LoRA adapters never share blocks") {
   CHECK(base[0] != lora[0]);
   CHECK(lora[0] != other[0]);
 }
+
+TEST_CASE("a match limit keys only the full blocks before it, with or "
+          "without other identity") {
+  std::vector<uint32_t> t(40);
+  for (size_t i = 0; i < t.size(); ++i)
+    t[i] = static_cast<uint32_t>(i + 1);
+  prompt_identity plain;
+  auto all = sequence_keys(t.data(), t.size(), 4, plain);
+  REQUIRE(all.size() == 10);
+  plain.match_limit = 18; // blocks 0-3 end before token 18; block 4 spans it
+  auto cut = sequence_keys(t.data(), t.size(), 4, plain);
+  CHECK(cut == std::vector<uint64_t>(all.begin(), all.begin() + 4));
+  plain.match_limit = 0;
+  CHECK(sequence_keys(t.data(), t.size(), 4, plain).empty());
+  prompt_identity salted{"", "tenant-a", {}, 12};
+  auto s = sequence_keys(t.data(), t.size(), 4, salted);
+  salted.match_limit.reset();
+  auto s_all = sequence_keys(t.data(), t.size(), 4, salted);
+  CHECK(s.size() == 3);
+  CHECK(s == std::vector<uint64_t>(s_all.begin(), s_all.begin() + 3));
+}

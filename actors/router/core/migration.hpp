@@ -22,6 +22,18 @@ struct generate_params {
   /// `cache_salt`): both key its KV on the engines and so its placement.
   std::string lora;
   std::string cache_salt;
+  /// Media items of a chat prompt (images), in order, each with the token
+  /// its placeholder begins at; the prompt is matched against the index
+  /// only before the first (`prompt_identity::match_limit`).
+  /// At most this many, each uuid at most this long (both frontends).
+  static constexpr size_t max_media = 64;
+  static constexpr size_t max_uuid_bytes = 256;
+  struct media_item {
+    std::string url;
+    std::string uuid;
+    uint64_t offset = 0;
+  };
+  std::vector<media_item> media;
   /// Router time spent before dispatch (tokenizing, rendering a chat),
   /// counted with placement in outrider_router_overhead_seconds.
   std::chrono::nanoseconds preprocess{0};

@@ -42,7 +42,7 @@ class attempts final : public attempt_seams,
  public:
   attempts(dispatch_parts& d, const generate_params& p)
     : d_(d), temperature_(p.temperature), lora_(p.lora),
-      cache_salt_(p.cache_salt), preprocess_(p.preprocess),
+      cache_salt_(p.cache_salt), media_(p.media), preprocess_(p.preprocess),
       deadline_(std::min(
         std::chrono::system_clock::now() + d.cfg.request_timeout,
         p.deadline.value_or(std::chrono::system_clock::time_point::max()))) {}
@@ -56,8 +56,7 @@ class attempts final : public attempt_seams,
     // decoding worker when there is no decode pool).
     req->role =
       d_.cfg.disagg ? std::optional{engine::worker_role::decode} : std::nullopt;
-    req->identity.lora = lora_;
-    req->identity.cache_salt = cache_salt_;
+    req->identity = identity();
     auto self = shared_from_this();
     dispatch_queue::placed_fn finish =
       [self, tp, done = std::move(done)](route_decision d) {
@@ -84,8 +83,7 @@ class attempts final : public attempt_seams,
       return launch(d, std::move(greq), attempt, out, on_tokens,
                     std::move(done));
     auto self = shared_from_this();
-    kv::prompt_identity id{lora_, cache_salt_, {}};
-    d_.prefill.run(tokens, id, d,
+    d_.prefill.run(tokens, identity(), media_, d,
                    [self, d, greq, attempt, &out, &on_tokens,
                     done](std::optional<std::string> session) mutable {
                      if (session)
@@ -124,8 +122,18 @@ class attempts final : public attempt_seams,
     greq.mutable_stopping()->set_max_tokens(max_tokens);
     if (temperature_)
       greq.mutable_sampling()->set_temperature(*temperature_);
-    set_identity(greq, lora_, cache_salt_);
+    set_identity(greq, lora_, cache_salt_, media_);
     return greq;
+  }
+
+  // What keys the prompt besides its tokens; nothing at or past its first
+  // media item is matched (the engine's expansion of it is not known).
+  kv::prompt_identity identity() const {
+    kv::prompt_identity id{lora_, cache_salt_, {}, {}};
+    for (const auto& m : media_)
+      id.match_limit = std::min(id.match_limit.value_or(SIZE_MAX),
+                                static_cast<size_t>(m.offset));
+    return id;
   }
 
   bool deliver(const oe::GenerateResponse& resp, generate_outcome& out,
@@ -149,6 +157,7 @@ class attempts final : public attempt_seams,
   std::optional<double> temperature_;
   std::string lora_;
   std::string cache_salt_;
+  std::vector<generate_params::media_item> media_;
   std::chrono::nanoseconds preprocess_; // counted with the first placement
   std::chrono::system_clock::time_point deadline_; // of every engine call
   clock_type::time_point t0_ = clock_type::now();

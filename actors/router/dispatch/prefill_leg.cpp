@@ -66,12 +66,13 @@ class prefill_call final : public engine::generate_sink {
 
 void prefill_leg::run(const std::vector<uint32_t>& tokens,
                       const kv::prompt_identity& identity,
+                      const std::vector<generate_params::media_item>& media,
                       const route_decision& d, session_fn done) {
   auto preq = std::make_shared<route_request>();
   preq->tokens = tokens;
   preq->role = engine::worker_role::prefill;
   preq->identity = identity;
-  queue_.place(preq, false, [this, preq, d, done](route_decision p) {
+  queue_.place(preq, false, [this, preq, media, d, done](route_decision p) {
     auto count = [this](const char* outcome) { stats_.disagg(outcome).inc(); };
     auto plan = plan_prefill(*cfg_.disagg, facts(preq->tokens.size(), d, p),
                              cfg_.queue_threshold);
@@ -87,7 +88,7 @@ void prefill_leg::run(const std::vector<uint32_t>& tokens,
     req.mutable_token_ids()->mutable_ids()->Add(preq->tokens.begin(),
                                                 preq->tokens.end());
     req.mutable_stopping()->set_max_tokens(1);
-    set_identity(req, preq->identity.lora, preq->identity.cache_salt);
+    set_identity(req, preq->identity.lora, preq->identity.cache_salt, media);
     std::optional<std::string> room_session;
     if (bootstrap) {
       auto s = engine::bootstrap_session(new_bootstrap_room(),

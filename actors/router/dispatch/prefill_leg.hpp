@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/router/core/migration.hpp"
 #include "actors/router/dispatch/dispatch_config.hpp"
 #include "actors/router/dispatch/dispatch_queue.hpp"
 #include "actors/router/dispatch/engine_calls.hpp"
@@ -29,8 +30,9 @@ class prefill_leg {
   /// hands `done` the session (with a bootstrap room, as soon as the
   /// prefill leg is sent: SGLang needs both legs at once).
   void run(const std::vector<uint32_t>& tokens,
-           const kv::prompt_identity& identity, const route_decision& d,
-           session_fn done);
+           const kv::prompt_identity& identity,
+           const std::vector<generate_params::media_item>& media,
+           const route_decision& d, session_fn done);
 
  private:
   prefill_facts facts(size_t prompt_tokens, const route_decision& d,

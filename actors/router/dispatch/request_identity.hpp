@@ -1,22 +1,33 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "actors/router/core/migration.hpp"
 #include "openengine.pb.h"
 
 namespace outrider::router {
 
 /// Writes what keys a request's KV besides its tokens into an OpenEngine
 /// request: the adapter (`lora_name`, field 11) and the tenant's salt
-/// (`kv.cache_salt`, field 8.3). The relay passes both on to its engine in
-/// that engine's own fields (docs/wire.md).
-inline void set_identity(openengine::v1::GenerateRequest& req,
-                         const std::string& lora,
-                         const std::string& cache_salt) {
+/// (`kv.cache_salt`, field 8.3), and the prompt's media items (`media`,
+/// field 10, outrider's MediaInput fields). The relay passes them on to its
+/// engine in that engine's own fields, or refuses (docs/wire.md).
+inline void
+set_identity(openengine::v1::GenerateRequest& req, const std::string& lora,
+             const std::string& cache_salt,
+             const std::vector<generate_params::media_item>& media) {
   if (!lora.empty())
     req.set_lora_name(lora);
   if (!cache_salt.empty())
     req.mutable_kv()->set_cache_salt(cache_salt);
+  for (const auto& m : media) {
+    auto* item = req.add_media();
+    item->set_modality("image");
+    item->set_url(m.url);
+    item->set_uuid(m.uuid);
+    item->set_offset(m.offset);
+  }
 }
 
 } // namespace outrider::router

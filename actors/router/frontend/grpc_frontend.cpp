@@ -76,6 +76,17 @@ Status check(const oe::GenerateRequest& in,
   const auto& stop = in.stopping();
   if (stop.has_max_tokens() && stop.max_tokens() == 0)
     return {StatusCode::INVALID_ARGUMENT, "max_tokens must be at least 1"};
+  if (in.media_size() > static_cast<int>(generate_params::max_media))
+    return {StatusCode::INVALID_ARGUMENT,
+            "more than " + std::to_string(generate_params::max_media) +
+              " media items"};
+  for (const auto& m : in.media())
+    if (m.url().empty() || m.uuid().size() > generate_params::max_uuid_bytes ||
+        m.offset() > static_cast<uint64_t>(in.token_ids().ids_size()))
+      return {StatusCode::INVALID_ARGUMENT,
+              "a media item needs a url, a uuid of at most " +
+                std::to_string(generate_params::max_uuid_bytes) +
+                " bytes and an offset within the prompt"};
   return Status::OK;
 }
 
@@ -98,6 +109,8 @@ class generate_call final
       p.temperature = in.sampling().temperature();
     p.lora = in.lora_name();
     p.cache_salt = in.kv().cache_salt();
+    for (const auto& m : in.media())
+      p.media.push_back({m.url(), m.uuid(), m.offset()});
     p.deadline = deadline;
     oe::GenerateResponse first;
     first.set_request_id(id_);

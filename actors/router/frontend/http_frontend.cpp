@@ -222,6 +222,11 @@ void http_frontend::tokenize(const std::shared_ptr<runtime::http_exchange>& ex,
       return finished();
     }
     ids = cfg_.tokenizer->encode(*text, false);
+    if (!c.params.media.empty())
+      place_media(
+        *text, cfg_.api.media_placeholder, ids,
+        [&](std::string_view t) { return cfg_.tokenizer->encode(t, false); },
+        c.params.media);
   } else {
     ids = cfg_.tokenizer->encode(*c.prompt_text);
   }

@@ -13,6 +13,9 @@ namespace outrider::router {
 struct api_limits {
   size_t json_depth = 8; // the API itself needs 3
   size_t max_prompt_tokens = 1'000'000;
+  /// What a chat's image part becomes in the text the template sees (the
+  /// model's image token; `--chat-media-placeholder`).
+  std::string media_placeholder = "<|image_pad|>";
 };
 
 /// The longest `cache_salt` accepted.

@@ -62,3 +62,69 @@ TEST_CASE("openai: a chat body with an object of 100,000 keys is refused in "
             many + "}}";
   CHECK_FALSE(parse_chat(ok, {"m"}, api_limits{}, out));
 }
+
+TEST_CASE("chat media: image parts become the placeholder and items, each "
+          "placed at the tokens the text before it shares with the prompt") {
+  completion_request c;
+  api_limits lim;
+  lim.media_placeholder = "<img>";
+  auto body =
+    json{{"messages",
+          {{{"role", "user"},
+            {"content",
+             {{{"type", "text"}, {"text", "ab"}},
+              {{"type", "image_url"}, {"image_url", {{"url", "data:x"}}}},
+              {{"type", "text"}, {"text", "cd"}},
+              {{"type", "image_url"},
+               {"image_url", {{"url", "data:y"}}},
+               {"uuid", "u"}}}}}}}};
+  REQUIRE_FALSE(parse_chat(body.dump(), {}, lim, c));
+  REQUIRE(c.params.media.size() == 2);
+  CHECK(c.params.media[0].url == "data:x");
+  CHECK(c.params.media[1].uuid == "u");
+  CHECK(c.chat_vars.find(R"(ab\n<img>\ncd\n<img>)") != std::string::npos);
+  // One token per character; "<img>" is one token (an added token), or
+  // merged with what precedes it (then the item starts earlier).
+  auto encode = [](std::string_view t) {
+    std::vector<uint32_t> ids;
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (t.substr(i, 5) == "<img>") {
+        ids.push_back(1000);
+        i += 4;
+      } else
+        ids.push_back(static_cast<uint32_t>(t[i]));
+    }
+    return ids;
+  };
+  std::string text = "S:ab\n<img>\ncd\n<img>!";
+  auto ids = encode(text);
+  place_media(text, "<img>", ids, encode, c.params.media);
+  CHECK(c.params.media[0].offset == 5); // "S:ab\n"
+  CHECK(c.params.media[1].offset == 10);
+  auto merged = ids;
+  merged[4] = 999; // the tokenizer joined "\n" with the placeholder
+  place_media(text, "<img>", merged, encode, c.params.media);
+  CHECK(c.params.media[0].offset == 4);
+  // A template that dropped the placeholders: nothing is matched.
+  place_media("S:ab", "<img>", encode("S:ab"), encode, c.params.media);
+  CHECK(c.params.media[0].offset == 0);
+  CHECK(c.params.media[1].offset == 0);
+  // Malformed parts and too many items are refused.
+  auto refused = [&](json part) {
+    completion_request r;
+    auto b = json{{"messages", {{{"role", "user"}, {"content", {part}}}}}};
+    return parse_chat(b.dump(), {}, lim, r).has_value();
+  };
+  CHECK(refused({{"type", "image_url"}, {"image_url", "data:x"}}));
+  CHECK(refused({{"type", "image_url"}, {"image_url", {{"url", 7}}}}));
+  CHECK(refused({{"type", "image_url"},
+                 {"image_url", {{"url", "data:x"}}},
+                 {"uuid", std::string(257, 'u')}}));
+  CHECK(refused({{"type", "input_audio"}}));
+  json many = json::array();
+  for (int i = 0; i < 65; ++i)
+    many.push_back({{"type", "image_url"}, {"image_url", {{"url", "d"}}}});
+  completion_request r;
+  auto b = json{{"messages", {{{"role", "user"}, {"content", many}}}}};
+  CHECK(parse_chat(b.dump(), {}, lim, r).has_value());
+}

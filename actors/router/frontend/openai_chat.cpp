@@ -33,9 +33,35 @@ ojson usage_of(const generate_outcome& o) {
           {"prompt_tokens_details", {{"cached_tokens", o.cached_tokens}}}};
 }
 
-// A message's content as the template sees it: a string (text parts
-// joined by newlines, as vLLM does), or null; an error message otherwise.
-std::optional<std::string> content_of(ojson& m) {
+// An image part's URL and the client's identifier for it (vLLM's `uuid`
+// beside `image_url`); an error message when it is malformed.
+std::optional<std::string> image_of(const ojson& part,
+                                    generate_params::media_item& out) {
+  auto img = part.find("image_url");
+  if (img == part.end() || !img->is_object())
+    return "an image_url part needs an object {\"url\": \"...\"}";
+  auto u = img->find("url");
+  if (u == img->end() || !u->is_string() ||
+      u->get_ref<const std::string&>().empty())
+    return "an image_url part needs a url";
+  out.url = u->get<std::string>();
+  if (auto id = part.find("uuid"); id != part.end() && !id->is_null()) {
+    if (!id->is_string() || id->get_ref<const std::string&>().empty() ||
+        id->get_ref<const std::string&>().size() >
+          generate_params::max_uuid_bytes)
+      return "an image part's uuid must be a non-empty string of at most " +
+             std::to_string(generate_params::max_uuid_bytes) + " bytes";
+    out.uuid = id->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+// A message's content as the template sees it: a string (parts joined by
+// newlines, as vLLM does; an image part as `placeholder`, its item added to
+// `media`), or null; an error message otherwise.
+std::optional<std::string>
+content_of(ojson& m, const std::string& placeholder,
+           std::vector<generate_params::media_item>& media) {
   auto c = m.find("content");
   if (c == m.end() || c->is_null() || c->is_string())
     return std::nullopt;
@@ -44,18 +70,34 @@ std::optional<std::string> content_of(ojson& m) {
   std::string text;
   bool first = true;
   for (const auto& part : *c) {
-    if (!part.is_object() || part.value("type", "") != "text" ||
-        !part.contains("text") || !part["text"].is_string())
-      return "only text content parts are supported "
-             "({\"type\": \"text\", \"text\": \"...\"})";
-    text += (first ? "" : "\n") + part["text"].get<std::string>();
+    auto type = part.is_object() ? part.value("type", "") : "";
+    std::string piece;
+    if (type == "text" && part.contains("text") && part["text"].is_string()) {
+      piece = part["text"].get<std::string>();
+    } else if (type == "image_url") {
+      if (media.size() >= generate_params::max_media)
+        return "more than " + std::to_string(generate_params::max_media) +
+               " media items";
+      generate_params::media_item item;
+      if (auto bad = image_of(part, item))
+        return bad;
+      media.push_back(std::move(item));
+      piece = placeholder;
+    } else {
+      return "only text and image_url content parts are supported "
+             "({\"type\": \"text\", \"text\": \"...\"}, "
+             "{\"type\": \"image_url\", \"image_url\": {\"url\": \"...\"}})";
+    }
+    text += (first ? "" : "\n") + piece;
     first = false;
   }
   *c = text;
   return std::nullopt;
 }
 
-std::optional<runtime::http_response> parse_messages(ojson& doc) {
+std::optional<runtime::http_response>
+parse_messages(ojson& doc, const std::string& placeholder,
+               std::vector<generate_params::media_item>& media) {
   auto ms = doc.find("messages");
   if (ms == doc.end() || !ms->is_array() || ms->empty())
     return api_error(400, "'messages' must be a non-empty list",
@@ -72,7 +114,7 @@ std::optional<runtime::http_response> parse_messages(ojson& doc) {
     if (role != "system" && role != "user" && role != "assistant" &&
         role != "tool" && role != "developer")
       return api_error(400, "unknown role '" + role + "'", "invalid_messages");
-    if (auto bad = content_of(m))
+    if (auto bad = content_of(m, placeholder, media))
       return api_error(400, *bad, "invalid_messages");
   }
   return std::nullopt;
@@ -101,7 +143,8 @@ parse_chat(const std::string& body, const std::vector<std::string>& models,
                      "invalid_json");
   if (!doc.is_object())
     return api_error(400, "the body must be a JSON object", "invalid_body");
-  if (auto bad = parse_messages(doc))
+  std::vector<generate_params::media_item> media;
+  if (auto bad = parse_messages(doc, lim.media_placeholder, media))
     return bad;
   // The common fields, as /v1/completions checks them (a stand-in prompt:
   // the real one is the rendered messages).
@@ -116,6 +159,7 @@ parse_chat(const std::string& body, const std::vector<std::string>& models,
     return bad;
   out.prompt_text.reset();
   out.chat = true;
+  out.params.media = std::move(media); // offsets once tokenized
   ojson vars{{"messages", doc["messages"]}, {"add_generation_prompt", true}};
   if (auto t = doc.find("tools"); t != doc.end() && !t->is_null()) {
     if (!t->is_array())
@@ -132,6 +176,29 @@ parse_chat(const std::string& body, const std::vector<std::string>& models,
   }
   out.chat_vars = dump(vars);
   return std::nullopt;
+}
+
+void place_media(
+  const std::string& text, const std::string& placeholder,
+  const std::vector<uint32_t>& ids,
+  const std::function<std::vector<uint32_t>(std::string_view)>& encode,
+  std::vector<generate_params::media_item>& media) {
+  size_t from = 0;
+  for (auto& m : media) {
+    auto at =
+      placeholder.empty() ? std::string::npos : text.find(placeholder, from);
+    if (at == std::string::npos) {
+      m.offset = 0;
+      continue;
+    }
+    auto before = encode(std::string_view{text}.substr(0, at));
+    size_t same = 0;
+    while (same < before.size() && same < ids.size() &&
+           before[same] == ids[same])
+      ++same;
+    m.offset = same;
+    from = at + placeholder.size();
+  }
 }
 
 runtime::http_response chat_response(const std::string& id,

@@ -5,8 +5,10 @@
 // chunks. The messages are rendered through the model's chat template and
 // tokenized by the frontend, off the I/O threads.
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +23,18 @@ namespace outrider::router {
 std::optional<runtime::http_response>
 parse_chat(const std::string& body, const std::vector<std::string>& models,
            const api_limits& lim, completion_request& out);
+
+/// Sets each media item's offset in the rendered prompt's tokens `ids`:
+/// the k-th placeholder of `text` (the rendered chat) begins at the tokens
+/// the text before it shares with `ids` (tokenized alone by `encode`), so
+/// a placeholder the tokenizer merges with its neighbours starts no later
+/// than it really does. An item whose placeholder the template dropped
+/// gets offset 0 (nothing of the prompt is matched).
+void place_media(
+  const std::string& text, const std::string& placeholder,
+  const std::vector<uint32_t>& ids,
+  const std::function<std::vector<uint32_t>(std::string_view)>& encode,
+  std::vector<generate_params::media_item>& media);
 
 /// A whole chat completion.
 runtime::http_response chat_response(const std::string& id,
