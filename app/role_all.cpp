@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 #include <sys/wait.h>
 #include <thread>
 
@@ -51,6 +52,13 @@ cluster::local_cluster_config local_cluster_from(const runtime::options& o) {
                  "priority"};
   if (const auto& mods = o.get(opt::sim_lora_modules); !mods.empty())
     lc.sim_args.insert(lc.sim_args.end(), {"--lora-modules", mods});
+  // More flags for every simulated engine, split on spaces (an offload
+  // tier for a benchmark, say); the simulator refuses what it does not know.
+  {
+    std::istringstream more{o.get(opt::sim_args)};
+    for (std::string w; more >> w;)
+      lc.sim_args.push_back(w);
+  }
   // With a tokenizer the simulated engines speak its vocabulary.
   if (const auto& dir = o.get(opt::tokenizer); !dir.empty()) {
     std::string why;

@@ -200,7 +200,8 @@ def router_decisions(status):
         return out
     for line in text.splitlines():
         for key, name in (("prompt", 'of="prompt"'), ("best", 'of="best_overlap"'),
-                          ("chosen", 'of="chosen_overlap"'), ("served", 'of="served"')):
+                          ("chosen", 'of="chosen_overlap"'), ("served", 'of="served"'),
+                          ("offloaded", 'of="offloaded"')):
             if line.startswith("outrider_router_placed_blocks_total{") and name in line:
                 out[key] = float(line.split()[-1])
         if line.startswith("outrider_router_overlap_unserved_blocks_bucket{"):

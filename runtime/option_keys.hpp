@@ -108,6 +108,7 @@ struct option_key {
   X(sim_binary, "sim-binary", string)                                          \
   X(sim_speedup, "sim-speedup", number)                                        \
   X(sim_kv_blocks, "sim-kv-blocks", integer)                                   \
+  X(sim_args, "sim-args", string)                                              \
   X(sim_lora_modules, "sim-lora-modules", string)                              \
   X(demo_requests, "demo-requests", integer)                                   \
   X(debug_hang_on_shutdown, "debug-hang-on-shutdown", boolean)                 \

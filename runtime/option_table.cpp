@@ -358,6 +358,10 @@ std::vector<option_spec> make_specs() {
     make("sim-kv-blocks", ot::integer, "16384",
          "role all: KV blocks (of 16 tokens) per simulated engine",
          "--sim-kv-blocks 65536", {}, 16, 100000000),
+    make("sim-args", ot::string, "",
+         "role all: more flags for every simulated engine, separated by "
+         "spaces (outrider-sim --help)",
+         "--sim-args \"--kv-offload-blocks 65536\""),
     make("sim-lora-modules", ot::string, "",
          "role all: LoRA adapters the simulated engines serve, comma "
          "separated (requests name them as their model)",
