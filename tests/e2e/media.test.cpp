@@ -9,6 +9,7 @@
 // router are real processes on loopback.
 #include <catch2/catch.hpp>
 
+#include "openengine.grpc.pb.h"
 #include "tests/e2e/router_cluster.hpp"
 
 using namespace outrider::test;
@@ -133,4 +134,49 @@ TEST_CASE("chat with images: a worker that speaks vLLM's or SGLang's gRPC "
   auto text = json{{"messages", {{{"role", "user"}, {"content", "Hello"}}}},
                    {"max_tokens", 2}};
   CHECK(send(c, text).code == 200);
+}
+
+TEST_CASE("media items a gRPC client names (uuid) and measures (length) are "
+          "matched whole, keyed as the engine keys them") {
+  cluster c{1, qwen_sim()};
+  auto stub = openengine::v1::Inference::NewStub(
+    grpc::CreateChannel("127.0.0.1:" + std::to_string(c.grpc_port),
+                        grpc::InsecureChannelCredentials()));
+  auto prompt = tokens(500, 66); // 16 full blocks; an item over 20-35
+  // Tokens the engine served from cache, or -1.
+  auto run = [&](const std::string& uuid, uint64_t length) -> int {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+    openengine::v1::GenerateRequest req;
+    req.mutable_token_ids()->mutable_ids()->Add(prompt.begin(), prompt.end());
+    req.mutable_stopping()->set_max_tokens(2);
+    auto* m = req.add_media();
+    m->set_url("data:image/png;base64,AAAA" + uuid);
+    m->set_uuid(uuid);
+    m->set_offset(20);
+    m->set_length(length);
+    auto reader = stub->Generate(&ctx, req);
+    openengine::v1::GenerateResponse resp;
+    int cached = -1;
+    while (reader->Read(&resp))
+      if (resp.has_usage())
+        cached = static_cast<int>(resp.usage().cached_prompt_tokens());
+    return reader->Finish().ok() ? cached : -1;
+  };
+  REQUIRE(run("cat", 16) == 0);
+  REQUIRE(eventually(
+    [&] { return c.router_metric("outrider_router_index_entries") >= 16; },
+    10s));
+  // The same item: every block expected and served.
+  auto e0 = expected_tokens(c);
+  CHECK(run("cat", 16) == 64);
+  CHECK(expected_tokens(c) - e0 == 64);
+  // Another item at the same place: both stop where it begins (20).
+  auto e1 = expected_tokens(c);
+  CHECK(run("dog", 16) == 20);
+  CHECK(expected_tokens(c) - e1 == 20);
+  // Without a length the router matches only before the item.
+  auto e2 = expected_tokens(c);
+  CHECK(run("cat", 0) == 64);
+  CHECK(expected_tokens(c) - e2 == 20);
 }

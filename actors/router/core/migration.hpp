@@ -32,6 +32,11 @@ struct generate_params {
     std::string url;
     std::string uuid;
     uint64_t offset = 0;
+    /// Tokens the engine expands the item to, where the client knows it
+    /// (gRPC); 0 when not. With a uuid for every item and every length
+    /// known, the whole prompt is matched, keyed by the items as engines
+    /// key it (vLLM takes the uuid as the item's identifier).
+    uint64_t length = 0;
   };
   std::vector<media_item> media;
   /// Router time spent before dispatch (tokenizing, rendering a chat),

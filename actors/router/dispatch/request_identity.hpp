@@ -27,6 +27,7 @@ set_identity(openengine::v1::GenerateRequest& req, const std::string& lora,
     item->set_url(m.url);
     item->set_uuid(m.uuid);
     item->set_offset(m.offset);
+    item->set_length(m.length);
   }
 }
 

@@ -110,7 +110,7 @@ class generate_call final
     p.lora = in.lora_name();
     p.cache_salt = in.kv().cache_salt();
     for (const auto& m : in.media())
-      p.media.push_back({m.url(), m.uuid(), m.offset()});
+      p.media.push_back({m.url(), m.uuid(), m.offset(), m.length()});
     p.deadline = deadline;
     oe::GenerateResponse first;
     first.set_request_id(id_);
