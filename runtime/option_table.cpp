@@ -275,7 +275,7 @@ std::vector<option_spec> make_specs() {
     make("kv-cpu-weight", ot::number, "0.8",
          "router: what a prompt block held only in a worker's CPU offload "
          "tier is worth against one on its GPU (1.0): loaded back, not "
-         "computed",
+         "computed (chosen by bench/tier_weights.py, docs/benchmarks.md)",
          "--kv-cpu-weight 0.5"),
     make("kv-storage-weight", ot::number, "0.25",
          "router: the same for a block held only in a storage tier (disk, "
