@@ -113,6 +113,9 @@ sigset_t block_signals() {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  // A file size limit (RLIMIT_FSIZE) is a failed write, handled where it
+  // happens (the index's store), not the end of the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   return signals;
 }
 

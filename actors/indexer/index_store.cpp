@@ -1,12 +1,16 @@
 #include "actors/indexer/index_store.hpp"
 
 #include <chrono>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <set>
 
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <rocksdb/write_batch.h>
+#include <spdlog/spdlog.h>
 
 #include "actors/indexer/index_records.hpp"
 
@@ -26,8 +30,33 @@ caf::error status_error(const rocksdb::Status& s) {
                     std::move(what));
 }
 
+// RocksDB's own messages, warnings and worse, go to outrider's log. Its
+// default is a LOG file in the data directory, which fails with the disk:
+// Debian's RocksDB 7.8 is built with assertions, and its file logger
+// asserts (aborting the sidecar) on the write after a failed one.
+class store_logger final : public rocksdb::Logger {
+ public:
+  store_logger() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
+  }
+  void Logv(const rocksdb::InfoLogLevel level, const char* format,
+            va_list ap) override {
+    if (level < GetInfoLogLevel())
+      return;
+    char line[1024];
+    std::vsnprintf(line, sizeof line, format, ap);
+    if (level >= rocksdb::InfoLogLevel::ERROR_LEVEL)
+      spdlog::error("rocksdb: {}", line);
+    else
+      spdlog::warn("rocksdb: {}", line);
+  }
+};
+
 rocksdb::Options store_options(rocksdb::WALRecoveryMode mode) {
   rocksdb::Options opts;
+  opts.info_log = std::make_shared<store_logger>();
   opts.create_if_missing = true;
   opts.paranoid_checks = true;
   opts.wal_recovery_mode = mode;
@@ -112,7 +141,15 @@ std::vector<store_note> index_store::take_notes() {
 }
 
 caf::error index_store::flush() {
+  if (!db_)
+    return make_error(errc::io_error, "the store is closed (reopening failed)");
   return status_error(db_->Flush(rocksdb::FlushOptions{}));
+}
+
+caf::error index_store::write(rocksdb::WriteBatch& batch) {
+  if (!db_)
+    return make_error(errc::io_error, "the store is closed (reopening failed)");
+  return status_error(db_->Write(rocksdb::WriteOptions{}, &batch));
 }
 
 recovered_state index_store::load() {
@@ -207,7 +244,7 @@ caf::error index_store::apply(int rank, uint64_t next_seq,
   rocksdb::WriteBatch batch;
   batch.Put(log_key(rank, next_seq - 1), encode_events(events));
   batch.Put(key('s', rank), seq_value(next_seq));
-  return status_error(db_->Write(rocksdb::WriteOptions{}, &batch));
+  return write(batch);
 }
 
 caf::error index_store::compact(int rank, const local_index::rank_map& blocks,
@@ -216,7 +253,23 @@ caf::error index_store::compact(int rank, const local_index::rank_map& blocks,
   batch.Put(key('q', rank), encode_snapshot(blocks));
   batch.Delete(key('p', rank));
   batch.DeleteRange(log_key(rank, 0), log_key(rank, next_seq));
-  return status_error(db_->Write(rocksdb::WriteOptions{}, &batch));
+  return write(batch);
+}
+
+caf::error index_store::resume() {
+  if (db_ && db_->Resume().ok())
+    return {};
+  // A failed write to the log is fatal to the open database (Resume
+  // refuses): close it and open it again. What the failed writes carried
+  // was never applied in memory either; a torn last record is dropped.
+  db_.reset();
+  rocksdb::DB* db = nullptr;
+  auto s = rocksdb::DB::Open(
+    store_options(rocksdb::WALRecoveryMode::kPointInTimeRecovery), dir_, &db);
+  if (!s.ok())
+    return status_error(s);
+  db_.reset(db);
+  return {};
 }
 
 caf::error index_store::reset_rank(int rank, uint64_t next_seq) {
@@ -225,7 +278,7 @@ caf::error index_store::reset_rank(int rank, uint64_t next_seq) {
   batch.Delete(key('p', rank));
   batch.Delete(key('q', rank));
   batch.Put(key('s', rank), seq_value(next_seq));
-  return status_error(db_->Write(rocksdb::WriteOptions{}, &batch));
+  return write(batch);
 }
 
 caf::error index_store::reset(const std::string& instance_id) {
@@ -236,7 +289,7 @@ caf::error index_store::reset(const std::string& instance_id) {
     batch.DeleteRange(from, to);
   }
   batch.Put("instance_id", instance_id);
-  return status_error(db_->Write(rocksdb::WriteOptions{}, &batch));
+  return write(batch);
 }
 
 } // namespace outrider::indexer

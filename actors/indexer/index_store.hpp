@@ -12,7 +12,8 @@
 
 namespace rocksdb {
 class DB;
-}
+class WriteBatch;
+} // namespace rocksdb
 
 namespace outrider::indexer {
 
@@ -83,8 +84,14 @@ class index_store {
   /// and drops the log before it.
   caf::error compact(int rank, const local_index::rank_map& blocks,
                      uint64_t next_seq);
+  /// After a failed write (a full disk): asks RocksDB to leave the
+  /// read-only state its background error put it in. An error while the
+  /// cause lasts.
+  caf::error resume();
 
  private:
+  /// A write of `batch`; `io_error` while the store is closed.
+  caf::error write(rocksdb::WriteBatch& batch);
   caf::error open_fresh_aside(const std::string& why);
   recovered_state rebuilt(std::string instance_id, const std::string& why);
   void note(std::string kind, std::string message);

@@ -1,6 +1,7 @@
 #include "actors/indexer/indexer_actor.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <variant>
 
@@ -8,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/indexer/index_store.hpp"
+#include "actors/indexer/indexer_stats.hpp"
 #include "actors/indexer/tier_bound.hpp"
 #include "runtime/metrics.hpp"
 
@@ -18,58 +20,18 @@ namespace {
 constexpr uint64_t compaction_interval = 10000; // batches per rank
 constexpr uint64_t compaction_min_events = 65536;
 
-// Metric handles, built once (per rank for the gauge).
-struct indexer_stats {
-  runtime::counter* batches = nullptr;
-  runtime::counter* stale = nullptr;
-  runtime::counter* stored = nullptr;
-  runtime::counter* removed = nullptr;
-  runtime::counter* cleared = nullptr;
-  runtime::counter* unknown_parent = nullptr;
-  runtime::counter* unknown_removal = nullptr;
-  runtime::counter* tier_evicted = nullptr;
-  std::map<int, runtime::gauge*> blocks; // per rank
+// A rank whose batch the store could not write: later batches are held
+// back (no resync each: that was a replay storm) until a retry, backing off
+// 0.5 s to 30 s, resumes the store and asks the forwarder once to resync.
+struct stalled_rank {
+  caf::actor forwarder;
+  std::chrono::milliseconds backoff{500};
+  bool retry_scheduled = false;
+};
 
-  static indexer_stats make() {
-    auto& m = runtime::global_metrics();
-    indexer_stats s;
-    s.batches = &m.get_counter("outrider_kv_batches_applied_total",
-                               "KV event batches applied and persisted");
-    s.stale = &m.get_counter("outrider_kv_batches_out_of_order_total",
-                             "Batches refused because of their sequence");
-    auto kind = [&](const char* what) {
-      return &m.get_counter("outrider_kv_blocks_applied_total",
-                            "Block events applied to the local index, by kind",
-                            {{"kind", what}});
-    };
-    s.stored = kind("stored");
-    s.removed = kind("removed");
-    s.cleared = kind("cleared");
-    s.unknown_parent = kind("unknown_parent");
-    s.unknown_removal = kind("unknown_removal");
-    s.tier_evicted = &m.get_counter(
-      "outrider_kv_tier_evictions_total",
-      "Offload-tier blocks the sidecar evicted, oldest first, to hold a "
-      "rank's tier to --kv-slot-cap (a publisher that never removes)");
-    return s;
-  }
-
-  void count(const apply_stats& st) {
-    stored->inc(st.stored);
-    removed->inc(st.removed);
-    cleared->inc(st.cleared);
-    unknown_parent->inc(st.unknown_parent);
-    unknown_removal->inc(st.unknown_removal);
-  }
-
-  runtime::gauge& blocks_of(int rank) {
-    auto& g = blocks[rank];
-    if (!g)
-      g = &runtime::global_metrics().get_gauge(
-        "outrider_index_blocks", "Blocks in the local index",
-        {{"rank", std::to_string(rank)}});
-    return *g;
-  }
+struct last_resync {
+  uint64_t expected = 0;
+  std::chrono::steady_clock::time_point at{};
 };
 
 struct indexer_state {
@@ -82,6 +44,9 @@ struct indexer_state {
   std::map<int, uint64_t> next_seq;
   std::map<int, uint64_t> since_compaction;
   std::map<int, uint64_t> events_since_compaction;
+  std::map<int, stalled_rank> stalled;
+  std::map<int, last_resync> resyncs;
+  std::string store_error; // the last failed write's, while any rank stalls
   indexer_stats stats = indexer_stats::make();
   static inline const char* name = "indexer";
 };
@@ -155,11 +120,79 @@ indexer_actor::behavior_type indexer(self_ptr self, indexer_config cfg) {
   return behavior(self);
 }
 
+// The store failed to write a batch of `rank`: held back until a retry.
+void stall(self_ptr self, int rank, const caf::error& err) {
+  auto& st = self->state;
+  st.stats.store_errors->inc();
+  bool first = st.stalled.empty();
+  auto& s = st.stalled[rank];
+  if (auto sender = caf::actor_cast<caf::actor>(self->current_sender()))
+    s.forwarder = sender;
+  st.store_error = describe(err);
+  if (first) {
+    spdlog::error("indexer: the store cannot write ({}); batches are held "
+                  "back and the worker withdrawn until it can",
+                  st.store_error);
+    st.stats.store_failing->set(1);
+    if (st.cfg.on_store)
+      st.cfg.on_store(false, st.store_error);
+  }
+  if (!s.retry_scheduled) {
+    s.retry_scheduled = true;
+    self->delayed_send(self, s.backoff, retry_store_atom::value, int32_t{rank});
+  }
+}
+
+void unstall(self_ptr self, int rank) {
+  auto& st = self->state;
+  if (!st.stalled.erase(rank) || !st.stalled.empty())
+    return;
+  spdlog::info("indexer: the store writes again");
+  st.store_error.clear();
+  st.stats.store_failing->set(0);
+  if (st.cfg.on_store)
+    st.cfg.on_store(true, {});
+}
+
+void on_retry_store(self_ptr self, int rank) {
+  auto& st = self->state;
+  auto it = st.stalled.find(rank);
+  if (it == st.stalled.end())
+    return;
+  auto& s = it->second;
+  s.retry_scheduled = false;
+  if (auto err = st.store.resume()) {
+    s.backoff = std::min(s.backoff * 2, std::chrono::milliseconds{30000});
+    spdlog::warn("indexer: the store is still failing ({}); next try in {} ms",
+                 describe(err), s.backoff.count());
+    s.retry_scheduled = true;
+    self->delayed_send(self, s.backoff, retry_store_atom::value, int32_t{rank});
+    return;
+  }
+  // Ask the forwarder once for the batches from the one not written; a
+  // failure to write them again stalls the rank again, backing off more.
+  s.backoff = std::min(s.backoff * 2, std::chrono::milliseconds{30000});
+  if (s.forwarder)
+    caf::anon_send(s.forwarder, resync_atom::value, int32_t{rank},
+                   st.next_seq[rank]);
+}
+
 void on_apply(self_ptr self, const kv_batch& b) {
   auto& st = self->state;
   auto expected = st.next_seq[b.rank];
   if (b.seq != expected) {
     st.stats.stale->inc();
+    // One resync per retry while the store fails, and the same resync not
+    // asked twice within a second: each refused batch asking its own made
+    // a replay storm.
+    auto now = std::chrono::steady_clock::now();
+    auto& last = st.resyncs[b.rank];
+    if (st.stalled.count(b.rank) || (last.expected == expected &&
+                                     now - last.at < std::chrono::seconds{1})) {
+      st.stats.held_back->inc();
+      return;
+    }
+    last = {expected, now};
     if (auto sender = caf::actor_cast<caf::actor>(self->current_sender()))
       caf::anon_send(sender, resync_atom::value, int32_t{b.rank}, expected);
     return;
@@ -179,11 +212,12 @@ void on_apply(self_ptr self, const kv_batch& b) {
   }
   const auto& events = pruned ? *pruned : b.events;
   if (auto err = st.store.apply(b.rank, b.seq + 1, events)) {
-    // Not applied: the forwarder will offer it again after a resync.
-    spdlog::error("indexer: {}", describe(err));
+    // Not applied: offered again after a retry's resync.
     st.bound->rebuild(st.index, b.rank);
+    stall(self, b.rank, err);
     return;
   }
+  unstall(self, b.rank);
   st.next_seq[b.rank] = b.seq + 1;
   st.stats.count(st.index.apply(b.rank, events));
   st.bound->note(st.index, b.rank, events);
@@ -308,6 +342,7 @@ indexer_actor::behavior_type behavior(self_ptr self) {
       return true;
     },
     [=](snapshot_atom) { return json_of(self->state); },
+    [=](retry_store_atom, int32_t rank) { on_retry_store(self, rank); },
   };
 }
 

@@ -21,6 +21,8 @@ using next_seq_atom = caf::atom_constant<caf::atom("nextseq")>;
 using reset_rank_atom = caf::atom_constant<caf::atom("resetrank")>;
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
+/// To itself: try the store again after a failed write.
+using retry_store_atom = caf::atom_constant<caf::atom("retrystor")>;
 
 /// Runs on the indexer's thread with one snapshot batch per rank (every
 /// block as a store, parents first; `seq` = the rank's last applied batch),
@@ -39,19 +41,24 @@ using snapshot_callback =
 /// - `(blocks)`: total indexed blocks.
 /// - `(snapshot)`: the whole index as JSON (operators, tests).
 /// - `(subscribe, callback)`: calls `callback` with a snapshot (see above).
+/// - `(retrystor, rank)`: to itself, after a failed write (see on_store).
 using indexer_actor = caf::typed_actor<
   caf::reacts_to<apply_atom, std::shared_ptr<const kv_batch>>,
   caf::replies_to<instance_atom, std::string>::with<bool>,
   caf::replies_to<next_seq_atom, int32_t>::with<uint64_t>,
   caf::reacts_to<reset_rank_atom, int32_t, uint64_t>,
   caf::replies_to<snapshot_atom>::with<std::string>,
-  caf::replies_to<subscribe_atom, snapshot_callback>::with<bool>>;
+  caf::replies_to<subscribe_atom, snapshot_callback>::with<bool>,
+  caf::reacts_to<retry_store_atom, int32_t>>;
 
 struct indexer_config {
   std::string data_dir;
   /// The most blocks a rank keeps per offload tier, oldest evicted first
   /// (`tier_bound`; `--kv-slot-cap`).
   size_t tier_cap = size_t{1} << 20;
+  /// Told when the store stops writing (false, why) and writes again
+  /// (true): the lifecycle withdraws the worker meanwhile. May be empty.
+  std::function<void(bool, std::string)> on_store;
   std::shared_ptr<kv_listener> listener; // may be null
 };
 

@@ -283,6 +283,9 @@ lifecycle_actor::behavior_type lifecycle(self_ptr self, lifecycle_config cfg) {
       run(self, self->state.machine->on_kv_gap(rank));
     },
     [=](deadline_atom) { run(self, self->state.machine->on_deadline()); },
+    [=](store_atom, bool ok, const std::string& why) {
+      run(self, self->state.machine->on_index_store(ok, why));
+    },
     [=](detect_atom) { detect(self); },
     [=](detect_atom, const std::string& protocol, const std::string& why) {
       auto& st = self->state;

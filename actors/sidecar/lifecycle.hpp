@@ -27,6 +27,8 @@ using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using stopping_atom = caf::atom_constant<caf::atom("stopping")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using detect_atom = caf::atom_constant<caf::atom("detect")>;
+/// From the indexer: its store writes (true) or fails (false, why).
+using store_atom = caf::atom_constant<caf::atom("store")>;
 
 /// What the engine said about itself, or why it could not.
 struct identity_result {
@@ -49,7 +51,8 @@ using lifecycle_actor = caf::typed_actor<
   caf::reacts_to<caught_up_atom, int32_t>, caf::reacts_to<kv_gap_atom, int32_t>,
   caf::reacts_to<identity_result, uint64_t>, caf::reacts_to<stopping_atom>,
   caf::reacts_to<tick_atom>, caf::reacts_to<detect_atom>,
-  caf::reacts_to<detect_atom, std::string, std::string>>;
+  caf::reacts_to<detect_atom, std::string, std::string>,
+  caf::reacts_to<store_atom, bool, std::string>>;
 
 struct lifecycle_config {
   std::string engine_endpoint;

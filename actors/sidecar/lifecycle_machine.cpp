@@ -15,8 +15,9 @@ constexpr std::chrono::milliseconds identity_retry{500};
 lifecycle_machine::lifecycle_machine(config cfg) : cfg_(std::move(cfg)) {}
 
 bool lifecycle_machine::wants_registration() const {
-  return !stopping_ && health_ == engine::engine_health::serving &&
-         identified_ && caught_up_.size() >= expected_sources_;
+  return !stopping_ && !store_failing_ &&
+         health_ == engine::engine_health::serving && identified_ &&
+         caught_up_.size() >= expected_sources_;
 }
 
 cluster::worker_record lifecycle_machine::record() const {
@@ -178,6 +179,23 @@ lifecycle_commands lifecycle_machine::on_caught_up(int rank) {
     return out; // a forwarder of an older attempt
   caught_up_.insert(rank);
   spdlog::info("sidecar: KV events of rank {} caught up", rank);
+  reconcile(out);
+  return out;
+}
+
+lifecycle_commands lifecycle_machine::on_index_store(bool ok,
+                                                     const std::string& why) {
+  lifecycle_commands out;
+  if (store_failing_ == !ok)
+    return out;
+  store_failing_ = !ok;
+  if (ok)
+    spdlog::info("sidecar: the index's store writes again");
+  else
+    spdlog::error("sidecar: the index's store cannot write ({}): withdrawn "
+                  "until it can",
+                  why);
+  out.emplace_back(cmd::report{"index", ok ? "ok" : "store_failing", why});
   reconcile(out);
   return out;
 }

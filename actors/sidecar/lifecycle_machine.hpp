@@ -125,6 +125,10 @@ class lifecycle_machine {
   lifecycle_commands on_registrar_restarted();
   /// SIGTERM: withdraw and turn unready.
   lifecycle_commands on_stopping();
+  /// The index's store fails to write (a full disk, say: `why`) or works
+  /// again: a worker whose index no longer follows its engine is withdrawn
+  /// and unready until it does.
+  lifecycle_commands on_index_store(bool ok, const std::string& why);
 
   bool identified() const { return identified_; }
   uint64_t attempt() const { return attempt_; }
@@ -142,6 +146,7 @@ class lifecycle_machine {
   engine::engine_health health_ = engine::engine_health::unknown;
   bool ever_serving_ = false;
   bool stopping_ = false;
+  bool store_failing_ = false;
   bool identified_ = false;
   uint64_t attempt_ = 0;
   engine::engine_info info_;

@@ -255,3 +255,26 @@ TEST_CASE("lifecycle: a stopped forwarder makes it re-read the engine",
   CHECK(find<cmd::identify>(out));
   CHECK_FALSE(m.identified());
 }
+
+TEST_CASE("lifecycle row: a store that cannot write withdraws the worker "
+          "until it writes again, and says so once",
+          "[lifecycle]") {
+  lifecycle_machine m{cfg()};
+  bring_up(m, "A", false);
+  auto out = m.on_index_store(false, "rocksdb: IO error: No space left");
+  CHECK(find<cmd::deregister>(out));
+  REQUIRE(find<cmd::set_ready>(out));
+  CHECK_FALSE(find<cmd::set_ready>(out)->ready);
+  REQUIRE(find<cmd::report>(out));
+  CHECK(find<cmd::report>(out)->component == "index");
+  CHECK_FALSE(m.wants_registration());
+  // Told again: nothing new. Caught up again meanwhile: still withdrawn.
+  CHECK(m.on_index_store(false, "again").empty());
+  CHECK_FALSE(find<cmd::register_worker>(m.on_caught_up(0)));
+  // Writable: registered again, with the same engine.
+  auto back = m.on_index_store(true, "");
+  auto* reg = find<cmd::register_worker>(back);
+  REQUIRE(reg);
+  CHECK(reg->record.instance_id == "A");
+  CHECK(m.wants_registration());
+}

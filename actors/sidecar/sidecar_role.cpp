@@ -173,6 +173,10 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_env& ctx,
   indexer::indexer_config icfg;
   icfg.data_dir = s.data_dir;
   icfg.tier_cap = s.kv_tier_cap;
+  icfg.on_store = [lifecycle = slots.lifecycle](bool ok, std::string why) {
+    if (auto l = lifecycle->get())
+      caf::anon_send(l, store_atom::value, ok, std::move(why));
+  };
   icfg.listener = hub;
   auto cfg = lifecycle_config_from(ctx, s, slots);
   start_relay(ctx, s, cfg, hub, slots);
