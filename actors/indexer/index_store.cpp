@@ -121,13 +121,7 @@ caf::error index_store::open_fresh_aside(const std::string& why) {
   } else {
     note("store", "the store in " + dir_ + " is unusable (" + why + ")");
   }
-  rocksdb::DB* db = nullptr;
-  auto s = rocksdb::DB::Open(
-    store_options(rocksdb::WALRecoveryMode::kPointInTimeRecovery), dir_, &db);
-  if (!s.ok())
-    return status_error(s);
-  db_.reset(db);
-  return {};
+  return open_lenient();
 }
 
 void index_store::note(std::string kind, std::string message) {
@@ -256,13 +250,7 @@ caf::error index_store::compact(int rank, const local_index::rank_map& blocks,
   return write(batch);
 }
 
-caf::error index_store::resume() {
-  if (db_ && db_->Resume().ok())
-    return {};
-  // A failed write to the log is fatal to the open database (Resume
-  // refuses): close it and open it again. What the failed writes carried
-  // was never applied in memory either; a torn last record is dropped.
-  db_.reset();
+caf::error index_store::open_lenient() {
   rocksdb::DB* db = nullptr;
   auto s = rocksdb::DB::Open(
     store_options(rocksdb::WALRecoveryMode::kPointInTimeRecovery), dir_, &db);
@@ -270,6 +258,16 @@ caf::error index_store::resume() {
     return status_error(s);
   db_.reset(db);
   return {};
+}
+
+caf::error index_store::resume() {
+  if (db_ && db_->Resume().ok())
+    return {};
+  // A failed write to the log is fatal to the open database (Resume
+  // refuses): close it and open it again. What the failed writes carried
+  // was never applied in memory either; a torn last record is dropped.
+  db_.reset();
+  return open_lenient();
 }
 
 caf::error index_store::reset_rank(int rank, uint64_t next_seq) {

@@ -90,6 +90,8 @@ class index_store {
   caf::error resume();
 
  private:
+  /// Opens `dir_` recovering the log up to its last consistent record.
+  caf::error open_lenient();
   /// A write of `batch`; `io_error` while the store is closed.
   caf::error write(rocksdb::WriteBatch& batch);
   caf::error open_fresh_aside(const std::string& why);
