@@ -29,6 +29,7 @@ constexpr option_key<int64_t> dp_size{"data-parallel-size"};
 constexpr option_key<int64_t> block_size{"block-size"};
 constexpr option_key<int64_t> num_blocks{"num-gpu-blocks-override"};
 constexpr option_key<int64_t> max_num_seqs{"max-num-seqs"};
+constexpr option_key<int64_t> max_waiting{"max-waiting-requests"};
 constexpr option_key<int64_t> max_batched{"max-num-batched-tokens"};
 constexpr option_key<int64_t> max_model_len{"max-model-len"};
 constexpr option_key<int64_t> vocab_size{"vocab-size"};
@@ -109,6 +110,10 @@ std::vector<option_spec> make_specs() {
             "--block-size 16", 1, 4096),
     integer("num-gpu-blocks-override", e.num_blocks, "KV blocks per rank",
             "--num-gpu-blocks-override 2048", 1, 100000000),
+    integer("max-waiting-requests", c.max_waiting,
+            "requests a rank lets wait before it refuses more with "
+            "RESOURCE_EXHAUSTED (0: no limit)",
+            "--max-waiting-requests 64", 0, 1000000),
     integer("max-num-seqs", e.max_num_seqs, "running requests per rank",
             "--max-num-seqs 64", 1, 100000),
     integer("max-num-batched-tokens", e.max_batched_tokens,
@@ -262,6 +267,7 @@ std::string to_config(const runtime::options& o, sim_config& c) {
     static_cast<uint32_t>(o.get(key::media_item_tokens));
   c.engine.num_blocks = static_cast<uint32_t>(o.get(key::num_blocks));
   c.engine.max_num_seqs = static_cast<uint32_t>(o.get(key::max_num_seqs));
+  c.max_waiting = static_cast<uint32_t>(o.get(key::max_waiting));
   c.engine.max_batched_tokens = static_cast<uint32_t>(o.get(key::max_batched));
   c.engine.max_model_len = static_cast<uint32_t>(o.get(key::max_model_len));
   c.engine.vocab_size = static_cast<uint32_t>(o.get(key::vocab_size));

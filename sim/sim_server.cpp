@@ -198,6 +198,9 @@ grpc::Status sim_engine::generate(
   const std::function<bool(std::vector<token_output>&)>& write) {
   if (draining_)
     return {grpc::StatusCode::UNAVAILABLE, "the engine is shutting down"};
+  if (cfg_.max_waiting > 0 && runner(rank).load().waiting >= cfg_.max_waiting)
+    return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+            "the waiting queue is full (--max-waiting-requests)"};
   std::string why;
   auto id = req.id;
   auto stream = runner(rank).submit(std::move(req), &why);

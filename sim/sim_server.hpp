@@ -26,6 +26,9 @@ struct sim_config {
   std::string host = "127.0.0.1";
   int grpc_port = 50051;
   int debug_port = 0; // 0: no debug HTTP
+  /// Requests a rank lets wait before refusing more with
+  /// RESOURCE_EXHAUSTED (an overloaded engine); 0: no limit.
+  uint32_t max_waiting = 0;
   std::string model = "sim-model";
   /// LoRA adapters served besides the base model (vLLM --lora-modules):
   /// requests may name them; each keys its KV apart.

@@ -32,7 +32,7 @@ class migration_run : public std::enable_shared_from_this<migration_run> {
  private:
   void placed(route_decision d) {
     if (!d.ok) {
-      out_.http_status = 503;
+      out_.kind = outcome_kind::no_worker;
       out_.error = d.error;
       return finish();
     }
@@ -52,15 +52,15 @@ class migration_run : public std::enable_shared_from_this<migration_run> {
         out_.finish_reason = "length";
       return finish();
     case attempt_end::cancelled:
-      out_.http_status = 499;
+      out_.kind = outcome_kind::cancelled;
       out_.error = "cancelled by the client";
       return finish();
     case attempt_end::timed_out:
-      out_.http_status = 504;
+      out_.kind = outcome_kind::timed_out;
       out_.error = "the request ran past its deadline (--request-timeout)";
       return finish();
     case attempt_end::overloaded:
-      out_.http_status = 503;
+      out_.kind = outcome_kind::overloaded;
       out_.error = "worker " + d.worker_id + " is overloaded: " + r.message;
       return finish();
     case attempt_end::unavailable:
@@ -75,7 +75,8 @@ class migration_run : public std::enable_shared_from_this<migration_run> {
       [[fallthrough]];
     case attempt_end::invalid:
     case attempt_end::failed:
-      out_.http_status = r.end == attempt_end::invalid ? 400 : 502;
+      out_.kind = r.end == attempt_end::invalid ? outcome_kind::refused
+                                                : outcome_kind::failed;
       out_.error = "worker " + d.worker_id + ": " + r.message;
       return finish();
     }

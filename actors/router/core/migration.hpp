@@ -47,9 +47,43 @@ struct generate_params {
   std::optional<std::chrono::system_clock::time_point> deadline;
 };
 
+/// How a request ended, one vocabulary for both frontends: each maps it to
+/// its own code (`http_status_of` here, the gRPC frontend to its status).
+enum class outcome_kind {
+  ok,
+  no_worker,     ///< nothing to place it on (HTTP 503, gRPC UNAVAILABLE)
+  cancelled,     ///< the client went away (499, CANCELLED)
+  timed_out,     ///< past its deadline (504, DEADLINE_EXCEEDED)
+  overloaded,    ///< the engine is out of capacity (503, RESOURCE_EXHAUSTED)
+  refused,       ///< the engine refused the request (400, INVALID_ARGUMENT)
+  failed,        ///< any other failure (502, INTERNAL)
+  shutting_down, ///< the router is stopping (503, UNAVAILABLE)
+};
+
+constexpr int http_status_of(outcome_kind k) {
+  switch (k) {
+  case outcome_kind::ok:
+    return 200;
+  case outcome_kind::cancelled:
+    return 499;
+  case outcome_kind::timed_out:
+    return 504;
+  case outcome_kind::refused:
+    return 400;
+  case outcome_kind::failed:
+    return 502;
+  case outcome_kind::no_worker:
+  case outcome_kind::overloaded:
+  case outcome_kind::shutting_down:
+    return 503;
+  }
+  return 500;
+}
+
 struct generate_outcome {
   bool ok = false;
-  int http_status = 200; // for the HTTP frontend
+  outcome_kind kind = outcome_kind::ok;
+  int http_status() const { return http_status_of(kind); }
   std::string error;
   std::vector<uint32_t> tokens;
   std::string finish_reason; // "length" or "stop"

@@ -133,7 +133,8 @@ TEST_CASE("migration: stops at the limit with a 502", "[migration]") {
   auto out =
     run_with_migration(params(8), 1, f, [](const auto&) { return true; });
   CHECK_FALSE(out.ok);
-  CHECK(out.http_status == 502);
+  CHECK(out.kind == outcome_kind::failed);
+  CHECK(out.http_status() == 502);
   CHECK(out.migrations == 1);
   CHECK(out.error == "worker b: broke");
   CHECK(f.released == 2);
@@ -145,7 +146,8 @@ TEST_CASE("migration: running out of workers is a 503", "[migration]") {
   f.scripts["a"] = {{2, attempt_end::unavailable}};
   auto out =
     run_with_migration(params(8), 5, f, [](const auto&) { return true; });
-  CHECK(out.http_status == 503);
+  CHECK(out.kind == outcome_kind::no_worker);
+  CHECK(out.http_status() == 503);
   CHECK(out.error == "no worker is available");
   CHECK(out.tokens.size() == 2);
 }
@@ -156,13 +158,15 @@ TEST_CASE("migration: a refused request and a cancelled one do not migrate",
   f.scripts["a"] = {{0, attempt_end::invalid}};
   auto refused =
     run_with_migration(params(4), 3, f, [](const auto&) { return true; });
-  CHECK(refused.http_status == 400);
+  CHECK(refused.kind == outcome_kind::refused);
+  CHECK(refused.http_status() == 400);
   CHECK(refused.migrations == 0);
   fake_seams g;
   int chunks = 0;
   auto cancelled = run_with_migration(
     params(4), 3, g, [&](const auto&) { return ++chunks < 2; });
-  CHECK(cancelled.http_status == 499);
+  CHECK(cancelled.kind == outcome_kind::cancelled);
+  CHECK(cancelled.http_status() == 499);
   CHECK(cancelled.migrations == 0);
   CHECK(g.released == 1);
 }
@@ -174,7 +178,8 @@ TEST_CASE("migration: an overloaded engine answers 503 without migrating, "
   f.scripts["a"] = {{0, attempt_end::overloaded}};
   auto busy =
     run_with_migration(params(4), 3, f, [](const auto&) { return true; });
-  CHECK(busy.http_status == 503);
+  CHECK(busy.kind == outcome_kind::overloaded);
+  CHECK(busy.http_status() == 503);
   CHECK(busy.migrations == 0);
   CHECK(f.released == 1);
   using grpc::StatusCode;
@@ -198,7 +203,8 @@ TEST_CASE("migration: a stream that broke after its last token is not "
   f.scripts["a"] = {{4, attempt_end::unavailable}};
   auto out =
     run_with_migration(params(4), 3, f, [](const auto&) { return true; });
-  CHECK(out.http_status == 502);
+  CHECK(out.kind == outcome_kind::failed);
+  CHECK(out.http_status() == 502);
   CHECK(out.tokens.size() == 4);
   CHECK(f.streamed.size() == 1);
 }
@@ -209,7 +215,8 @@ TEST_CASE("migration: a request past its deadline is a 504, not migrated",
   f.scripts["a"] = {{2, attempt_end::timed_out}};
   auto out =
     run_with_migration(params(8), 3, f, [](const auto&) { return true; });
-  CHECK(out.http_status == 504);
+  CHECK(out.kind == outcome_kind::timed_out);
+  CHECK(out.http_status() == 504);
   CHECK(out.migrations == 0);
   CHECK(f.streamed.size() == 1);
   CHECK(f.released == 1);

@@ -85,7 +85,7 @@ void dispatcher::generate(generate_params p, token_sink on_tokens,
   stats_.in_flight->add(1);
   auto finish = [this, done = std::move(done)](generate_outcome o) {
     if (!o.ok && calls_.cut()) {
-      o.http_status = 503;
+      o.kind = outcome_kind::shutting_down;
       o.error = shutdown_message;
     }
     done(std::move(o));

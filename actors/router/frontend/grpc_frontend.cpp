@@ -38,21 +38,29 @@ namespace oe = openengine::v1;
 using grpc::Status;
 using grpc::StatusCode;
 
-StatusCode code_for(int http_status) {
-  switch (http_status) {
-  case 400:
+// An outcome as a gRPC status: an overloaded engine stays
+// RESOURCE_EXHAUSTED for the client (it was UNAVAILABLE, read from the
+// HTTP 503 it shared with "no worker"), so a client can tell "back off"
+// from "try elsewhere".
+StatusCode code_for(outcome_kind k) {
+  switch (k) {
+  case outcome_kind::ok:
+    return StatusCode::OK;
+  case outcome_kind::refused:
     return StatusCode::INVALID_ARGUMENT;
-  case 404:
-    return StatusCode::NOT_FOUND;
-  case 499:
+  case outcome_kind::cancelled:
     return StatusCode::CANCELLED;
-  case 503:
+  case outcome_kind::no_worker:
+  case outcome_kind::shutting_down:
     return StatusCode::UNAVAILABLE;
-  case 504:
+  case outcome_kind::overloaded:
+    return StatusCode::RESOURCE_EXHAUSTED;
+  case outcome_kind::timed_out:
     return StatusCode::DEADLINE_EXCEEDED;
-  default:
+  case outcome_kind::failed:
     return StatusCode::INTERNAL;
   }
+  return StatusCode::INTERNAL;
 }
 
 class refused final : public grpc::ServerWriteReactor<oe::GenerateResponse> {
@@ -184,7 +192,7 @@ class generate_call final
       std::unique_lock<std::mutex> guard{mtx_};
       generated_ = true;
       if (!o.ok) {
-        status_ = Status{code_for(o.http_status), o.error};
+        status_ = Status{code_for(o.kind), o.error};
       } else if (!gone_) {
         oe::GenerateResponse fin;
         fin.set_request_id(id_);

@@ -61,7 +61,7 @@ struct text_side {
       return {};
     if (stopped) {
       o.ok = true;
-      o.http_status = 200;
+      o.kind = outcome_kind::ok;
       o.error.clear();
       o.finish_reason = "stop";
       o.tokens.resize(std::min(o.tokens.size(), stream->tokens_used()));
@@ -285,7 +285,7 @@ void http_frontend::generate(std::shared_ptr<runtime::http_exchange> ex,
       else if (ex->gone()) {
         // nobody to answer (the engine request was cancelled)
       } else if (!o.ok)
-        ex->respond(api_error(o.http_status, o.error, "generation_failed",
+        ex->respond(api_error(o.http_status(), o.error, "generation_failed",
                               "server_error"));
       else
         ex->respond(
@@ -340,7 +340,7 @@ void http_frontend::stream(std::shared_ptr<runtime::http_exchange> ex,
         ex->respond(
           cut_.load()
             ? api_error(503, shutting_down, "shutting_down", "server_error")
-            : api_error(o.http_status, o.error, "generation_failed",
+            : api_error(o.http_status(), o.error, "generation_failed",
                         "server_error"));
       } else {
         begin();
