@@ -17,12 +17,25 @@ using json = nlohmann::json;
 
 TEST_CASE("an overloaded engine is RESOURCE_EXHAUSTED to a gRPC client and "
           "503 to an HTTP one, not a worker gone") {
+  // Slow engines with room for long requests: the two that fill it run
+  // for minutes, not seconds, however busy the machine is.
   cluster c{1,
-            {.extra = {"--max-num-seqs", "1", "--max-waiting-requests", "1"}}};
+            {.num_blocks = 8192,
+             .extra = {"--max-num-seqs", "1", "--max-waiting-requests", "1",
+                       "--speedup", "0.5"}}};
   // Fill the engine directly: one request running, one waiting.
   auto sim_stub = openengine::v1::Inference::NewStub(c.sims[0]->channel());
   std::vector<std::unique_ptr<grpc::ClientContext>> holds;
   std::vector<std::thread> readers;
+  auto load = [&](const char* key) {
+    std::string body;
+    if (http_get(c.sims[0]->debug, "/debug/load?rank=0", &body) != 200)
+      return -1;
+    auto doc = nlohmann::json::parse(body, nullptr, false);
+    return doc.is_object() ? doc.value(key, -1) : -1;
+  };
+  // One after the other: the second must find the first running, not
+  // waiting beside it (then the queue of one is full and it is refused).
   for (uint32_t i = 0; i < 2; ++i) {
     holds.push_back(std::make_unique<grpc::ClientContext>());
     auto* ctx = holds.back().get();
@@ -31,23 +44,25 @@ TEST_CASE("an overloaded engine is RESOURCE_EXHAUSTED to a gRPC client and "
       openengine::v1::GenerateRequest req;
       auto p = tokens(100 + 50 * i, 8);
       req.mutable_token_ids()->mutable_ids()->Add(p.begin(), p.end());
-      req.mutable_stopping()->set_max_tokens(900); // fits 1,024 tokens
+      req.mutable_stopping()->set_max_tokens(30000); // fits 32,768 tokens
       auto reader = sim_stub->Generate(ctx, req);
       openengine::v1::GenerateResponse resp;
       while (reader->Read(&resp)) {
       }
-      reader->Finish();
+      auto st = reader->Finish();
+      if (!st.ok() && st.error_code() != grpc::StatusCode::CANCELLED)
+        std::fprintf(stderr, "filler %u: %s\n", i, st.error_message().c_str());
     });
+    if (i == 0)
+      eventually([&] { return load("running") == 1; }, 10s);
   }
-  auto waiting = [&] {
-    std::string body;
-    if (http_get(c.sims[0]->debug, "/debug/load?rank=0", &body) != 200)
-      return false;
-    auto doc = nlohmann::json::parse(body, nullptr, false);
-    return doc.is_object() && doc.value("running", 0) == 1 &&
-           doc.value("waiting", 0) == 1;
-  };
+  auto waiting = [&] { return load("running") == 1 && load("waiting") == 1; };
   bool full = eventually(waiting, 10s);
+  if (!full) {
+    std::string body;
+    http_get(c.sims[0]->debug, "/debug/load?rank=0", &body);
+    WARN("the engine's load: " << body);
+  }
   if (full) {
     auto stub = openengine::v1::Inference::NewStub(
       grpc::CreateChannel("127.0.0.1:" + std::to_string(c.grpc_port),
