@@ -61,7 +61,7 @@ class migration_run : public std::enable_shared_from_this<migration_run> {
       return finish();
     case attempt_end::overloaded:
       out_.kind = outcome_kind::overloaded;
-      out_.error = "worker " + d.worker_id + " is overloaded: " + r.message;
+      out_.error = "the engine is overloaded: " + r.message;
       return finish();
     case attempt_end::unavailable:
       if (out_.tokens.size() < p_.max_tokens && attempt_ < limit_ &&
@@ -75,9 +75,14 @@ class migration_run : public std::enable_shared_from_this<migration_run> {
       [[fallthrough]];
     case attempt_end::invalid:
     case attempt_end::failed:
+      // The client hears what the engine said, not which worker (ids are
+      // the operator's: logged and in the decision log).
       out_.kind = r.end == attempt_end::invalid ? outcome_kind::refused
                                                 : outcome_kind::failed;
-      out_.error = "worker " + d.worker_id + ": " + r.message;
+      out_.error =
+        (r.end == attempt_end::invalid ? "the engine refused the request: "
+                                       : "the engine failed: ") +
+        r.message;
       return finish();
     }
   }

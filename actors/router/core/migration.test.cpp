@@ -136,7 +136,7 @@ TEST_CASE("migration: stops at the limit with a 502", "[migration]") {
   CHECK(out.kind == outcome_kind::failed);
   CHECK(out.http_status() == 502);
   CHECK(out.migrations == 1);
-  CHECK(out.error == "worker b: broke");
+  CHECK(out.error == "the engine failed: broke");
   CHECK(f.released == 2);
 }
 

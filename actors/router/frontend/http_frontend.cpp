@@ -18,6 +18,28 @@ runtime::http_response busy(const std::string& why) {
   return r;
 }
 
+// A request that did not succeed, in OpenAI's terms: the request's own
+// fault is an invalid_request_error, the rest server errors; an overloaded
+// engine says when to come back.
+runtime::http_response failure(const generate_outcome& o) {
+  switch (o.kind) {
+  case outcome_kind::refused:
+    return api_error(400, o.error, "engine_refused");
+  case outcome_kind::overloaded: {
+    auto r = api_error(503, o.error, "overloaded", "server_error");
+    r.headers["Retry-After"] = "1";
+    return r;
+  }
+  case outcome_kind::no_worker:
+    return api_error(503, o.error, "no_worker", "server_error");
+  case outcome_kind::timed_out:
+    return api_error(504, o.error, "timed_out", "server_error");
+  default:
+    return api_error(o.http_status(), o.error, "generation_failed",
+                     "server_error");
+  }
+}
+
 runtime::histogram& tokenize_seconds() {
   static auto& h = runtime::global_metrics().get_histogram(
     "outrider_router_tokenize_seconds", "Time to tokenize one text prompt",
@@ -285,8 +307,7 @@ void http_frontend::generate(std::shared_ptr<runtime::http_exchange> ex,
       else if (ex->gone()) {
         // nobody to answer (the engine request was cancelled)
       } else if (!o.ok)
-        ex->respond(api_error(o.http_status(), o.error, "generation_failed",
-                              "server_error"));
+        ex->respond(failure(o));
       else
         ex->respond(
           c.chat
@@ -337,11 +358,9 @@ void http_frontend::stream(std::shared_ptr<runtime::http_exchange> ex,
       if (ex->gone()) {
         // nobody to answer (the engine request was cancelled)
       } else if (!*begun && (cut_.load() || !o.ok)) {
-        ex->respond(
-          cut_.load()
-            ? api_error(503, shutting_down, "shutting_down", "server_error")
-            : api_error(o.http_status(), o.error, "generation_failed",
-                        "server_error"));
+        ex->respond(cut_.load() ? api_error(503, shutting_down, "shutting_down",
+                                            "server_error")
+                                : failure(o));
       } else {
         begin();
         if (cut_.load())

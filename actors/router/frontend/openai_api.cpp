@@ -106,6 +106,26 @@ std::optional<runtime::http_response> parse_sampling(const json& doc,
   if (auto e = doc.find("echo");
       e != doc.end() && e->is_boolean() && e->get<bool>())
     return api_error(400, "'echo' is not supported", "echo_unsupported");
+  // What is not supported is refused, never silently ignored.
+  if (auto n = doc.find("n");
+      n != doc.end() && !n->is_null() &&
+      !(n->is_number_integer() && n->get<int64_t>() == 1))
+    return api_error(400, "only 'n': 1 is supported", "n_unsupported");
+  for (const char* key : {"logprobs", "top_logprobs"})
+    if (auto l = doc.find(key);
+        l != doc.end() && !l->is_null() &&
+        !(l->is_boolean() && !l->get<bool>()) &&
+        !(l->is_number_integer() && l->get<int64_t>() == 0))
+      return api_error(400, std::string("'") + key + "' is not supported",
+                       "logprobs_unsupported");
+  if (auto p = doc.find("top_p"); p != doc.end() && !p->is_null()) {
+    if (!p->is_number() || p->get<double>() <= 0 || p->get<double>() > 1)
+      return api_error(400, "'top_p' must be a number above 0, at most 1",
+                       "invalid_type");
+    if (p->get<double>() != 1)
+      return api_error(400, "'top_p' other than 1 is not supported yet",
+                       "top_p_unsupported");
+  }
   // vLLM's extension: a tenant's salt, so that its prompts share KV only
   // with prompts of the same salt (docs/wire.md, "extra_keys").
   if (auto c = doc.find("cache_salt"); c != doc.end() && !c->is_null()) {
@@ -183,7 +203,12 @@ parse_completion(const std::string& body,
     out.model = m->get<std::string>();
     if (!models.empty() &&
         std::find(models.begin(), models.end(), out.model) == models.end())
-      return api_error(404, "the model '" + out.model + "' does not exist",
+      return api_error(404,
+                       "the model '" +
+                         (out.model.size() > 128
+                            ? out.model.substr(0, 128) + "..."
+                            : out.model) +
+                         "' does not exist",
                        "model_not_found");
   } else if (!models.empty()) {
     out.model = models.front();

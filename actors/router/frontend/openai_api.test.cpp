@@ -128,3 +128,38 @@ TEST_CASE("chat media: image parts become the placeholder and items, each "
   auto b = json{{"messages", {{{"role", "user"}, {"content", many}}}}};
   CHECK(parse_chat(b.dump(), {}, lim, r).has_value());
 }
+
+TEST_CASE("openai: what is not supported is refused, never silently "
+          "ignored, and a 404 does not echo a model name of any length") {
+  api_limits lim;
+  auto code_of = [&](json body) -> std::string {
+    body["prompt"] = {1, 2, 3};
+    completion_request r;
+    auto bad = parse_completion(body.dump(), {"m"}, lim, false, r);
+    if (!bad)
+      return "ok";
+    auto doc = json::parse(bad->body);
+    return doc["error"]["code"].get<std::string>();
+  };
+  CHECK(code_of({{"n", 1}}) == "ok");
+  CHECK(code_of({{"n", 2}}) == "n_unsupported");
+  CHECK(code_of({{"n", "1"}}) == "n_unsupported");
+  CHECK(code_of({{"logprobs", nullptr}}) == "ok");
+  CHECK(code_of({{"logprobs", 0}}) == "ok");
+  CHECK(code_of({{"logprobs", false}}) == "ok");
+  CHECK(code_of({{"logprobs", 5}}) == "logprobs_unsupported");
+  CHECK(code_of({{"logprobs", true}}) == "logprobs_unsupported");
+  CHECK(code_of({{"top_logprobs", 2}}) == "logprobs_unsupported");
+  CHECK(code_of({{"top_p", 1}}) == "ok");
+  CHECK(code_of({{"top_p", 1.0}}) == "ok");
+  CHECK(code_of({{"top_p", 0.9}}) == "top_p_unsupported");
+  CHECK(code_of({{"top_p", 1.5}}) == "invalid_type");
+  CHECK(code_of({{"top_p", 0}}) == "invalid_type");
+  completion_request r;
+  auto missing = parse_completion(
+    json{{"model", std::string(100000, 'x')}, {"prompt", {1}}}.dump(), {"m"},
+    lim, false, r);
+  REQUIRE(missing);
+  CHECK(missing->status == 404);
+  CHECK(missing->body.size() < 1000);
+}
