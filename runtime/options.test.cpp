@@ -89,6 +89,15 @@ TEST_CASE("bad input gives one clear error line") {
     REQUIRE(r.what == parse_outcome::error);
     CHECK_THAT(r.message, Contains("no role given"));
   }
+  SECTION("a control character in a name (a newline in a host)") {
+    auto r = parse({"--role", "sidecar", "--relay-host", "10.0.0.5\nevil"});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message, Contains("'relay-host' has a control character"));
+    // JSON documents may hold JSON's whitespace.
+    auto doc = parse({"--role", "router", "--router-conditional-disagg-config",
+                      "{\n  \"policy\": \"isl_or_load\"\n}"});
+    CHECK(doc.what != parse_outcome::error);
+  }
   SECTION("wrong type") {
     auto r = parse({"--role", "sidecar", "--system-port", "abc"});
     REQUIRE(r.what == parse_outcome::error);
