@@ -80,9 +80,18 @@ layer read_env(const std::map<std::string, std::string>& env) {
 
 layer read_file(const std::string& path) {
   layer out;
-  std::ifstream probe(path);
+  std::ifstream probe(path, std::ios::binary | std::ios::ate);
   if (!probe) {
     out.error = "cannot read config file '" + path + "'";
+    return out;
+  }
+  // A config is a page of settings: a larger file is refused before the
+  // YAML parser builds it (1M keys took 946 MB of memory to refuse).
+  constexpr std::streamoff max_config_bytes = 1 << 20;
+  if (auto size = static_cast<std::streamoff>(probe.tellg());
+      size > max_config_bytes) {
+    out.error = "config file '" + path + "' is " + std::to_string(size) +
+                " bytes; the limit is 1 MiB";
     return out;
   }
   YAML::Node root;

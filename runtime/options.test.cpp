@@ -200,6 +200,15 @@ TEST_CASE("bad input gives one clear error line") {
     REQUIRE(r.what == parse_outcome::error);
     CHECK_THAT(r.message, Contains(":1: 'role' must be a single value"));
   }
+  SECTION("a config file over 1 MiB is refused before it is parsed") {
+    std::string big = "role: sidecar\n";
+    for (int i = 0; big.size() <= (1 << 20); ++i)
+      big += "k" + std::to_string(i) + ": 1\n";
+    temp_yaml f{big};
+    auto r = parse({"--config", f.path.string()});
+    REQUIRE(r.what == parse_outcome::error);
+    CHECK_THAT(r.message, Contains("the limit is 1 MiB"));
+  }
   SECTION("unreadable file") {
     auto r = parse({"--role", "sidecar", "--config", "/nonexistent/x.yaml"});
     REQUIRE(r.what == parse_outcome::error);
