@@ -255,7 +255,48 @@ http_response http_error(int status, const std::string& message) {
   http_response r;
   r.status = status;
   r.content_type = "application/json";
-  nlohmann::json body{{"error", {{"code", status}, {"message", message}}}};
+  // OpenAI's error shape, as the frontends' own errors have it, so that a
+  // client reads the server's refusals (a body too large, a slow request)
+  // as it reads the API's.
+  const char* code = "error";
+  switch (status) {
+  case 400:
+    code = "bad_request";
+    break;
+  case 404:
+    code = "not_found";
+    break;
+  case 405:
+    code = "method_not_allowed";
+    break;
+  case 408:
+    code = "request_timeout";
+    break;
+  case 413:
+    code = "body_too_large";
+    break;
+  case 431:
+    code = "header_too_large";
+    break;
+  case 500:
+    code = "internal_error";
+    break;
+  case 503:
+    code = "unavailable";
+    break;
+  case 504:
+    code = "timeout";
+    break;
+  case 505:
+    code = "http_version_unsupported";
+    break;
+  }
+  nlohmann::json body{
+    {"error",
+     {{"message", message},
+      {"type", status < 500 ? "invalid_request_error" : "server_error"},
+      {"param", nullptr},
+      {"code", code}}}};
   r.body =
     body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   return r;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "runtime/status.hpp"
 #include "tests/raw_client.hpp"
@@ -87,9 +88,17 @@ TEST_CASE("malformed requests get HTTP errors, not the handler") {
              StartsWith("HTTP/1.1 400"));
   CHECK_THAT(roundtrip(p, "POST / HTTP/1.1\r\nContent-Length: -3\r\n\r\n"),
              StartsWith("HTTP/1.1 400"));
-  CHECK_THAT(
-    roundtrip(p, "POST / HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n"),
-    StartsWith("HTTP/1.1 413"));
+  auto too_large =
+    roundtrip(p, "POST / HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n");
+  CHECK_THAT(too_large, StartsWith("HTTP/1.1 413"));
+  // The server's own refusals have OpenAI's error shape, as the API's do.
+  auto body = too_large.substr(too_large.find("\r\n\r\n") + 4);
+  auto err = nlohmann::json::parse(body, nullptr, false);
+  REQUIRE(err.is_object());
+  CHECK(err["error"]["code"] == "body_too_large");
+  CHECK(err["error"]["type"] == "invalid_request_error");
+  CHECK(err["error"]["param"].is_null());
+  CHECK(err["error"]["message"].is_string());
   CHECK_THAT(roundtrip(p, "GET / HTTP/1.1\r\nX: " + std::string(20000, 'a')),
              StartsWith("HTTP/1.1 431"));
   std::string many = "GET / HTTP/1.1\r\n";
