@@ -4,10 +4,10 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sys/resource.h>
 #include <thread>
 
 #include "openengine.grpc.pb.h"
+#include "tests/e2e/hardening_support.hpp"
 #include "tests/e2e/router_cluster.hpp"
 #include "tests/e2e/sidecar_process.hpp"
 #include "tests/e2e/sim_process.hpp"
@@ -75,33 +75,6 @@ TEST_CASE("row 12: clients holding every status connection do not fail "
   // Clients mid-request keep their slots; probes get reserved ones (the
   // unit tests of runtime/http cover that case).
 }
-
-namespace {
-
-// The index follows the engine: the prompt starting at `first` (token ids
-// first, first+1, ...) has at least `n` blocks in it.
-bool indexed(const sidecar_process& side, uint32_t first, size_t n) {
-  size_t found = 0;
-  for (const auto& b : side.index_blocks()) {
-    const auto& t = b["token_ids"];
-    found += !t.empty() && t[0] >= first && t[0] < first + 1000;
-  }
-  return found >= n;
-}
-
-bool prompt(const sim_process& sim, uint32_t first) {
-  auto stub = vllm::Inference::NewStub(sim.channel());
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + 20s);
-  vllm::GenerateRequest req;
-  for (uint32_t i = 0; i < 13; ++i) // three 4-token blocks
-    req.mutable_token_ids()->add_ids(first + i);
-  req.mutable_stopping()->set_max_new_tokens(2);
-  vllm::GenerateResponse resp;
-  return stub->Generate(&ctx, req, &resp).ok();
-}
-
-} // namespace
 
 TEST_CASE("row 3: a bogus far-ahead sequence from an engine with no replay "
           "never freezes the index, not even across a restart, and a "
@@ -366,56 +339,4 @@ TEST_CASE("row 7: a million removals of blocks never seen leave the "
        << rss_after / 1024 << " MB");
   CHECK(bytes_after < bytes_before + (4u << 20));
   CHECK(rss_after < rss_before + 100 * 1024 * rss_allowance);
-}
-
-TEST_CASE("row 2: a store that cannot write withdraws the worker, asks the "
-          "engine for no replay storm, and recovers once it can write") {
-  sim_process sim{{}};
-  REQUIRE(sim.wait_serving(10s));
-  sidecar_process side{sim.endpoint()};
-  REQUIRE(eventually([&] { return side.get("/ready") == 200; }, 10s));
-  REQUIRE(eventually([&] { return side.records().size() == 1; }, 10s));
-  REQUIRE(prompt(sim, 1000));
-  REQUIRE(eventually([&] { return indexed(side, 1000, 3); }, 5s));
-  // From now on every write that grows a file fails (EFBIG under a file
-  // size limit of 1 byte: a full disk as the store meets it).
-  rlimit old{}, tiny{};
-  REQUIRE(::prlimit(side.proc->pid(), RLIMIT_FSIZE, nullptr, &old) == 0);
-  tiny.rlim_cur = 1;
-  tiny.rlim_max = old.rlim_max;
-  REQUIRE(::prlimit(side.proc->pid(), RLIMIT_FSIZE, &tiny, nullptr) == 0);
-  auto replays = [&] {
-    return side.metric("outrider_kv_replay_requests_total{rank=\"0\"}")
-      .value_or(0);
-  };
-  REQUIRE(prompt(sim, 2000));
-  CHECK(eventually([&] { return side.get("/ready") == 503; }, 10s));
-  CHECK(eventually([&] { return side.records().empty(); }, 10s));
-  CHECK(side.metric("outrider_index_store_failing").value_or(0) == 1);
-  CHECK(side.metric("outrider_index_store_write_errors_total").value_or(0) >=
-        1);
-  // Batches keep coming for 3 s: replays follow the retries (0.5, 1, 2 s
-  // apart), not the batches (there was one per refused batch: a storm).
-  auto before = replays();
-  auto until = std::chrono::steady_clock::now() + 3s;
-  uint32_t first = 3000;
-  int sent = 0;
-  while (std::chrono::steady_clock::now() < until && sent < 200) {
-    REQUIRE(prompt(sim, first));
-    first += 100;
-    ++sent;
-  }
-  CHECK(sent >= 10);
-  CHECK(replays() - before <= 4);
-  CHECK(side.get("/ready") == 503);
-  // Writable again: the store resumes at the next retry, the batches from
-  // the first refused one are replayed, and the worker is back.
-  REQUIRE(::prlimit(side.proc->pid(), RLIMIT_FSIZE, &old, nullptr) == 0);
-  CHECK(eventually([&] { return side.get("/ready") == 200; }, 40s));
-  CHECK(eventually([&] { return side.records().size() == 1; }, 10s));
-  CHECK(side.metric("outrider_index_store_failing").value_or(1) == 0);
-  CHECK(indexed(side, first - 100, 3)); // from the time it could not write
-  REQUIRE(prompt(sim, 30000));
-  CHECK(eventually([&] { return indexed(side, 30000, 3); }, 5s));
-  CHECK(eventually([&] { return index_matches_engine(side, sim); }, 5s));
 }
