@@ -121,9 +121,10 @@ std::string check_value(const option_spec& spec, const std::string& text) {
     // A control character (a newline in a host, say) is never meant: it
     // would surface later as a name no resolver or file system takes. The
     // JSON documents (keys ending in -config) may hold JSON's whitespace.
-    for (unsigned char c : text) {
-      bool document = spec.key.size() > 7 &&
-                      spec.key.compare(spec.key.size() - 7, 7, "-config") == 0;
+    for (bool document =
+           spec.key.size() > 7 &&
+           spec.key.compare(spec.key.size() - 7, 7, "-config") == 0;
+         unsigned char c : text) {
       bool whitespace = c == '\t' || c == '\n' || c == '\r';
       if ((c < 0x20 || c == 0x7f) && !(document && whitespace))
         return "'" + spec.key + "' has a control character (byte " +

@@ -29,25 +29,34 @@ bool holds(const block_info* b, kv::medium m) {
 std::vector<kv::kv_event>
 tier_bound::evictions(const local_index& index, int rank,
                       const std::vector<kv::kv_event>& events) {
-  // New blocks per offload medium, and every block the batch names (those
-  // are the engine's to settle, never evicted here).
+  // New blocks per offload medium. A batch of GPU events only (the
+  // common one) costs one look at each event and nothing else.
   std::map<kv::medium, std::unordered_set<uint64_t>> fresh;
-  std::unordered_set<uint64_t> named;
   for (const auto& ev : events) {
-    if (auto* s = std::get_if<kv::block_stored>(&ev)) {
-      named.insert(s->block_hashes.begin(), s->block_hashes.end());
-      if (s->medium == kv::medium::gpu)
-        continue;
-      auto& t = tiers_[{rank, s->medium}];
-      for (auto h : s->block_hashes)
-        if (!t.stamp.count(h))
-          fresh[s->medium].insert(h);
-    } else if (auto* r = std::get_if<kv::block_removed>(&ev)) {
-      named.insert(r->block_hashes.begin(), r->block_hashes.end());
-    } else {
+    if (std::holds_alternative<kv::all_blocks_cleared>(ev))
       return {}; // the rank is cleared: nothing old is left to evict
-    }
+    auto* s = std::get_if<kv::block_stored>(&ev);
+    if (!s || s->medium == kv::medium::gpu)
+      continue;
+    auto& t = tiers_[{rank, s->medium}];
+    for (auto h : s->block_hashes)
+      if (!t.stamp.count(h))
+        fresh[s->medium].insert(h);
   }
+  bool over = false;
+  for (const auto& [medium, added] : fresh)
+    over = over || tiers_[{rank, medium}].stamp.size() + added.size() > cap_;
+  if (!over)
+    return {};
+  // Every block the batch names is the engine's to settle: never evicted.
+  std::unordered_set<uint64_t> named;
+  for (const auto& ev : events)
+    std::visit(
+      [&](const auto& e) {
+        if constexpr (requires { e.block_hashes; })
+          named.insert(e.block_hashes.begin(), e.block_hashes.end());
+      },
+      ev);
   std::vector<kv::kv_event> out;
   for (const auto& [medium, added] : fresh) {
     auto& t = tiers_[{rank, medium}];

@@ -25,11 +25,8 @@ runtime::http_response failure(const generate_outcome& o) {
   switch (o.kind) {
   case outcome_kind::refused:
     return api_error(400, o.error, "engine_refused");
-  case outcome_kind::overloaded: {
-    auto r = api_error(503, o.error, "overloaded", "server_error");
-    r.headers["Retry-After"] = "1";
-    return r;
-  }
+  case outcome_kind::overloaded:
+    return busy(o.error);
   case outcome_kind::no_worker:
     return api_error(503, o.error, "no_worker", "server_error");
   case outcome_kind::timed_out:
