@@ -3,8 +3,8 @@
 // runtime/.
 #include <cstdio>
 
-#include "actors/router/router_role.hpp"
-#include "actors/sidecar/sidecar_role.hpp"
+#include "actors/router/router_service.hpp"
+#include "actors/sidecar/sidecar_service.hpp"
 #include "app/role_all.hpp"
 #include "app/settings.hpp"
 #include "runtime/app.hpp"
@@ -53,7 +53,8 @@ int run_main(int argc, char** argv) {
   runtime::setup_logging(opts.get(opt::log_level), opts.get(opt::log_format));
   if (role == "router")
     return runtime::run_process(opts, [&](runtime::role_env& env) {
-      return router::start_router_role(env, *router_settings).children;
+      // The environment's hooks keep the service's parts and stop them.
+      return router::service{env, *router_settings}.children();
     });
   if (role == "all")
     return runtime::run_process(opts, [&](runtime::role_env& env) {
@@ -61,7 +62,7 @@ int run_main(int argc, char** argv) {
     });
   auto sidecar_settings = app::sidecar_settings_from(opts);
   return runtime::run_process(opts, [&](runtime::role_env& env) {
-    return sidecar::sidecar_children(env, sidecar_settings);
+    return sidecar::service{env, sidecar_settings}.children();
   });
 }
 

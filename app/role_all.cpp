@@ -10,7 +10,7 @@
 
 #include "actors/router/dispatch/demo_workload.hpp"
 #include "actors/router/frontend/text_setup.hpp"
-#include "actors/router/router_role.hpp"
+#include "actors/router/router_service.hpp"
 #include "cluster/local_cluster.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/option_keys.hpp"
@@ -97,37 +97,35 @@ std::vector<runtime::child_spec> all_children(runtime::role_env& env,
                lc.engines, lc.log_dir);
   s.discovery.dir = lc.discovery_dir;
   s.ready_workers = static_cast<size_t>(lc.engines);
-  auto role = router::start_router_role(env, s);
+  auto svc = std::make_shared<router::service>(env, s);
   auto demo = std::make_shared<std::thread>();
   auto requests = static_cast<int>(o.get(opt::demo_requests));
   if (requests > 0) {
     auto control = env.control;
-    *demo =
-      std::thread([dispatch = role.dispatch, keep = role.keep_alive, control,
-                   health = env.health, requests, engines = lc.engines,
-                   mode = engine::to_string(s.placement.mode)] {
-        // Wait (bounded) until ready: every worker can be placed on.
-        for (int i = 0; i < 600 && !health->ready(); ++i)
-          std::this_thread::sleep_for(std::chrono::milliseconds{100});
-        auto* d = dispatch();
-        if (!d)
-          return;
-        router::workload_config w;
-        w.requests = requests;
-        w.label = mode;
-        auto summary = router::run_demo_workload(*d, w);
-        std::printf("== outrider demo: %d workers, %s routing\n%s", engines,
-                    mode, summary.c_str());
-        std::fflush(stdout);
-        control->request_exit(0, "demo finished");
-      });
+    *demo = std::thread([svc, control, requests, engines = lc.engines,
+                         mode = engine::to_string(s.placement.mode)] {
+      // Wait (bounded) until ready: every worker can be placed on.
+      for (int i = 0; i < 600 && !svc->ready(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds{100});
+      auto* d = svc->dispatch();
+      if (!d)
+        return;
+      router::workload_config w;
+      w.requests = requests;
+      w.label = mode;
+      auto summary = router::run_demo_workload(*d, w);
+      std::printf("== outrider demo: %d workers, %s routing\n%s", engines, mode,
+                  summary.c_str());
+      std::fflush(stdout);
+      control->request_exit(0, "demo finished");
+    });
   }
   env.pre_stop_hooks.push_back([local, demo] {
     local->stop();
     if (demo->joinable())
       demo->join();
   });
-  return std::move(role.children);
+  return svc->children();
 }
 
 } // namespace outrider::app

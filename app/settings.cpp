@@ -116,6 +116,10 @@ std::string advertised_host(const runtime::options& o) {
 
 } // namespace
 
+runtime::options default_options() {
+  return runtime::parse_options({}, {}).opts;
+}
+
 cluster::discovery_settings discovery_settings_from(const runtime::options& o) {
   cluster::discovery_settings d;
   const auto& kind = o.get(opt::discovery);

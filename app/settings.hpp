@@ -2,6 +2,8 @@
 
 // The one place options become settings: every role's settings are read
 // from the parsed options here, once, and checked before anything listens.
+// A program that embeds a role takes its defaults from here too:
+// `router_settings_from(default_options(), &why)`.
 
 #include <string>
 
@@ -10,6 +12,9 @@
 #include "runtime/options.hpp"
 
 namespace outrider::app {
+
+/// Every option at its default (the option table's, `outrider --help`).
+runtime::options default_options();
 
 cluster::discovery_settings discovery_settings_from(const runtime::options& o);
 

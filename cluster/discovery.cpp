@@ -8,6 +8,7 @@
 #include <fstream>
 #include <poll.h>
 #include <sstream>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -156,7 +157,8 @@ static bool read_record_file(const std::string& path, std::string& out) {
 }
 
 file_discovery::file_discovery(std::string dir, std::chrono::milliseconds ttl)
-  : dir_(std::move(dir)), ttl_(ttl) {}
+  : dir_(std::move(dir)), ttl_(ttl),
+    wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 
 caf::error file_discovery::open() {
   std::error_code ec;
@@ -186,6 +188,8 @@ caf::error file_discovery::open() {
 file_discovery::~file_discovery() {
   if (inotify_fd_ >= 0)
     close(inotify_fd_);
+  if (wake_fd_ >= 0)
+    close(wake_fd_);
 }
 
 std::string file_discovery::path_of(const std::string& worker_id) const {
@@ -321,16 +325,26 @@ void file_discovery::wait_for_change(std::chrono::milliseconds timeout) {
                         IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM |
                           IN_CLOSE_WRITE | IN_ATTRIB);
   }
-  if (inotify_fd_ < 0) {
-    usleep(static_cast<useconds_t>(timeout.count() * 1000));
+  // Without inotify (no descriptor left) the wait is the timeout, still
+  // ended by `wake`.
+  pollfd p[2] = {{inotify_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  if (poll(p, 2, static_cast<int>(timeout.count())) <= 0)
     return;
-  }
-  pollfd p{inotify_fd_, POLLIN, 0};
-  if (poll(&p, 1, static_cast<int>(timeout.count())) > 0) {
-    char buf[4096];
+  char buf[4096];
+  if (p[0].revents & POLLIN)
     while (read(inotify_fd_, buf, sizeof(buf)) > 0) {
     }
+  if (p[1].revents & POLLIN) {
+    uint64_t n = 0;
+    [[maybe_unused]] auto r = read(wake_fd_, &n, sizeof(n));
   }
+}
+
+void file_discovery::wake() {
+  if (wake_fd_ < 0)
+    return;
+  uint64_t one = 1;
+  [[maybe_unused]] auto r = write(wake_fd_, &one, sizeof(one));
 }
 
 caf::error memory_discovery::put(const worker_record& r) {
@@ -369,7 +383,17 @@ std::vector<worker_record> memory_discovery::list(size_t* invalid) {
 
 void memory_discovery::wait_for_change(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock{mtx_};
-  changed_.wait_for(lock, timeout, [this] { return version_ != listed_; });
+  changed_.wait_for(lock, timeout,
+                    [this] { return version_ != listed_ || woken_; });
+  woken_ = false;
+}
+
+void memory_discovery::wake() {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    woken_ = true;
+  }
+  changed_.notify_all();
 }
 
 } // namespace outrider::cluster

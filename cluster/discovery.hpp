@@ -37,9 +37,14 @@ class discovery {
   virtual caf::error remove(const std::string& worker_id) = 0;
   /// Every live record; malformed ones are skipped and counted in `invalid`.
   virtual std::vector<worker_record> list(size_t* invalid = nullptr) = 0;
-  /// Blocks until the records may have changed since the last `list()`, or
-  /// `timeout` passes: watchers list again when it returns.
+  /// Blocks until the records may have changed since the last `list()`,
+  /// `timeout` passes or `wake()` is called: watchers list again when it
+  /// returns.
   virtual void wait_for_change(std::chrono::milliseconds timeout) = 0;
+  /// Ends the current (or the next) `wait_for_change` now, from any thread:
+  /// the watcher has something else to look at (a restarted router actor,
+  /// its own shutdown).
+  virtual void wake() = 0;
 };
 
 /// The embedded default: one JSON file per worker in a directory, written by
@@ -63,6 +68,7 @@ class file_discovery final : public discovery {
   std::vector<worker_record> list(size_t* invalid = nullptr) override;
   /// Blocks until the directory changes (inotify) or `timeout` passes.
   void wait_for_change(std::chrono::milliseconds timeout) override;
+  void wake() override;
   const std::string& dir() const { return dir_; }
 
  private:
@@ -71,6 +77,7 @@ class file_discovery final : public discovery {
   std::string dir_;
   std::chrono::milliseconds ttl_;
   int inotify_fd_ = -1;
+  int wake_fd_ = -1; // an eventfd that `wake` writes
   // A listing that fails to read (no descriptor left, the directory
   // unreadable) is not an empty directory: what the last good listing had
   // stands, for at most a lease, instead of every worker being dropped.
@@ -87,12 +94,14 @@ class memory_discovery final : public discovery {
   caf::error remove(const std::string& worker_id) override;
   std::vector<worker_record> list(size_t* invalid = nullptr) override;
   void wait_for_change(std::chrono::milliseconds timeout) override;
+  void wake() override;
 
  private:
   std::mutex mtx_;
   std::condition_variable changed_;
   std::vector<worker_record> records_; // guarded by mtx_
   uint64_t version_ = 0, listed_ = 0;  // guarded by mtx_
+  bool woken_ = false;                 // guarded by mtx_
 };
 
 /// A worker id safe to use as a file name (letters, digits, `-_.:`).

@@ -201,6 +201,36 @@ TEST_CASE("wait_for_change wakes on a new record") {
   CHECK(watcher.list().size() == 1);
 }
 
+TEST_CASE("wake ends a wait for change at once, from another thread, and "
+          "is not lost when it comes first") {
+  temp_dir d;
+  file_discovery file{d.path.string(), 10s};
+  REQUIRE_FALSE(file.open());
+  memory_discovery memory;
+  for (discovery* disc :
+       {static_cast<discovery*>(&file), static_cast<discovery*>(&memory)}) {
+    disc->list();
+    disc->wait_for_change(1ms); // arm (inotify)
+    std::thread t([&] {
+      std::this_thread::sleep_for(50ms);
+      disc->wake();
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    disc->wait_for_change(10s);
+    t.join();
+    CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+    // Woken before the wait: the wait returns at once.
+    disc->wake();
+    t0 = std::chrono::steady_clock::now();
+    disc->wait_for_change(10s);
+    CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+    // And only once: the next wait lasts its timeout.
+    t0 = std::chrono::steady_clock::now();
+    disc->wait_for_change(100ms);
+    CHECK(std::chrono::steady_clock::now() - t0 >= 90ms);
+  }
+}
+
 TEST_CASE("memory discovery keeps records in process") {
   memory_discovery disc;
   REQUIRE_FALSE(disc.put(record("a")));

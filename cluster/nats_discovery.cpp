@@ -230,8 +230,18 @@ std::vector<worker_record> nats_discovery::list(size_t* invalid) {
 void nats_discovery::wait_for_change(std::chrono::milliseconds timeout) {
   start_watching();
   std::unique_lock<std::mutex> lock{mtx_};
-  changed_.wait_for(lock, timeout,
-                    [this] { return stopping_.load() || changes_ != listed_; });
+  changed_.wait_for(lock, timeout, [this] {
+    return stopping_.load() || changes_ != listed_ || woken_;
+  });
+  woken_ = false;
+}
+
+void nats_discovery::wake() {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    woken_ = true;
+  }
+  changed_.notify_all();
 }
 
 } // namespace outrider::cluster

@@ -43,9 +43,10 @@ class nats_discovery final : public discovery {
   caf::error remove(const std::string& worker_id) override;
   std::vector<worker_record> list(size_t* invalid = nullptr) override;
 
-  /// Blocks until a record changed since the last list(), or `timeout`
-  /// passes.
+  /// Blocks until a record changed since the last list(), `timeout`
+  /// passes or `wake()` is called.
   void wait_for_change(std::chrono::milliseconds timeout) override;
+  void wake() override;
   bool connected() const { return connected_.load(); }
 
   struct impl; // NATS.c handles
@@ -73,6 +74,7 @@ class nats_discovery final : public discovery {
   // a change between list() and wait_for_change() is not lost.
   uint64_t changes_ = 0;
   uint64_t listed_ = 0;
+  bool woken_ = false; // guarded by mtx_
   std::once_flag watch_once_;
   std::thread watcher_;
 };

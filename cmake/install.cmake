@@ -10,7 +10,7 @@ set(outrider_libraries
   outrider_kv outrider_kv_proto outrider_engine outrider_cluster outrider_text
   outrider_indexer_core outrider_indexer outrider_prefix_index
   outrider_registrar outrider_router_core outrider_router
-  outrider_sidecar_core outrider_sidecar)
+  outrider_sidecar_core outrider_sidecar outrider_settings)
 foreach(lib IN LISTS outrider_libraries)
   # outrider::router, outrider::sidecar, ... for users.
   string(REGEX REPLACE "^outrider_" "" short "${lib}")
@@ -20,7 +20,7 @@ endforeach()
 install(TARGETS outrider outrider-sim RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS ${outrider_libraries} EXPORT outriderTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(DIRECTORY runtime cluster actors
+install(DIRECTORY runtime cluster actors app
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/outrider
   FILES_MATCHING PATTERN "*.hpp" PATTERN "*.test.*" EXCLUDE)
 install(DIRECTORY "${PROJECT_BINARY_DIR}/proto/gen/"

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,15 +37,35 @@ class actor_slot {
   }
 
   void set(Handle h) {
+    std::map<uint64_t, std::function<void()>> tell;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      handle_ = std::move(h);
+      ++generation_;
+      tell = listeners_;
+    }
+    for (auto& [id, f] : tell)
+      f(); // outside the lock: a listener may read the slot
+  }
+
+  /// Calls `f` after every (re)start, on the supervisor's thread: it must
+  /// not block (wake someone up). Returns a key for `forget`.
+  uint64_t on_set(std::function<void()> f) {
     std::lock_guard<std::mutex> guard{mtx_};
-    handle_ = std::move(h);
-    ++generation_;
+    listeners_.emplace(++next_listener_, std::move(f));
+    return next_listener_;
+  }
+  void forget(uint64_t key) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    listeners_.erase(key);
   }
 
  private:
   mutable std::mutex mtx_;
-  Handle handle_;           // guarded by mtx_
-  uint64_t generation_ = 0; // guarded by mtx_
+  Handle handle_;                                       // guarded by mtx_
+  uint64_t generation_ = 0;                             // guarded by mtx_
+  std::map<uint64_t, std::function<void()>> listeners_; // guarded by mtx_
+  uint64_t next_listener_ = 0;                          // guarded by mtx_
 };
 
 template <class Handle>

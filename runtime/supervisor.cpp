@@ -135,15 +135,6 @@ caf::behavior supervisor(supervisor_actor* self, supervisor_policy policy,
     stop_next(self);
   });
   return {
-    [=](route_atom, const std::string& name,
-        caf::message& msg) -> caf::result<caf::message> {
-      auto* c = self->state.find(name);
-      if (!c)
-        return make_error(errc::unknown_child);
-      if (!c->handle)
-        return make_error(errc::child_unavailable);
-      return self->delegate(c->handle, std::move(msg));
-    },
     [=](restart_atom, const std::string& name, uint64_t generation) {
       auto* c = self->state.find(name);
       // A stale timer (the child was restarted since) is ignored.

@@ -9,7 +9,6 @@
 
 namespace outrider::runtime {
 
-using route_atom = caf::atom_constant<caf::atom("route")>;
 using restart_atom = caf::atom_constant<caf::atom("restart")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using crash_atom = caf::atom_constant<caf::atom("crash")>;
@@ -34,10 +33,9 @@ struct child_spec {
 
 /// Spawns a supervisor that starts `children` in order and keeps them alive.
 ///
-/// The supervisor is the stable handle to its children:
-/// - `(route_atom, name, message)` delegates `message` to the current
-///   incarnation of child `name` (the child replies to the original sender);
-///   errors `unknown_child` or `child_unavailable` while it is restarting.
+/// Whoever needs a child reaches its current incarnation through the slot
+/// its spec publishes it in (`runtime::supervised`, actor_slot.hpp). The
+/// supervisor answers:
 /// - `(stats_atom, name)` replies `(restarts, next_backoff, running)`.
 /// - `(crash_atom, name)` kills child `name` as a crash would (fault
 ///   tests); replies whether it was running.

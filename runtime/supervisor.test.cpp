@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
 
+#include "runtime/actor_slot.hpp"
 #include "runtime/errors.hpp"
 
 using namespace outrider::runtime;
@@ -34,6 +35,8 @@ struct fixture {
   caf::scheduler::test_coordinator* sched = nullptr;
   std::unique_ptr<caf::scoped_actor> self;
   caf::actor sup;
+  // Where every incarnation of the child is published.
+  slot_ptr<caf::actor> slot = std::make_shared<actor_slot<caf::actor>>();
 
   explicit fixture(supervisor_policy policy) {
     cfg.set("scheduler.policy", caf::atom("testing"));
@@ -41,9 +44,10 @@ struct fixture {
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     self = std::make_unique<caf::scoped_actor>(*sys);
-    sup = spawn_supervisor(*sys, policy, {{"worker", [](caf::actor_system& s) {
-                                             return s.spawn(worker);
-                                           }}});
+    sup = spawn_supervisor(
+      *sys, policy, {supervised("worker", slot, [](caf::actor_system& s) {
+        return s.spawn(worker);
+      })});
     sched->run();
   }
 
@@ -53,9 +57,17 @@ struct fixture {
   }
 
   void fail_child() {
-    (*self)->send(sup, route_atom::value, "worker",
-                  caf::make_message(fail_atom::value));
+    (*self)->send(slot->get(), fail_atom::value);
     sched->run();
+  }
+
+  // Asks the child's current incarnation to add one to `x`.
+  int32_t ping(int32_t x) {
+    (*self)->send(slot->get(), ping_atom::value, x);
+    sched->run();
+    int32_t reply = 0;
+    (*self)->receive([&](int32_t r) { reply = r; }, caf::after(0s) >> [] {});
+    return reply;
   }
 
   void advance(caf::timespan d) {
@@ -91,14 +103,10 @@ supervisor_policy test_policy() {
 
 } // namespace
 
-TEST_CASE("the supervisor routes messages to its child") {
+TEST_CASE("the supervisor publishes its child in the slot") {
   fixture f{test_policy()};
-  (*f.self)->send(f.sup, route_atom::value, "worker",
-                  caf::make_message(ping_atom::value, int32_t{41}));
-  f.sched->run();
-  int32_t reply = 0;
-  (*f.self)->receive([&](int32_t x) { reply = x; }, caf::after(0s) >> [] {});
-  CHECK(reply == 42);
+  CHECK(f.slot->generation() == 1);
+  CHECK(f.ping(41) == 42);
 }
 
 TEST_CASE("a failed child restarts after the backoff") {
@@ -106,28 +114,16 @@ TEST_CASE("a failed child restarts after the backoff") {
   CHECK(f.query().running);
   f.fail_child();
   CHECK_FALSE(f.query().running);
-  SECTION("the stable handle answers with an error while it restarts") {
-    (*f.self)->send(f.sup, route_atom::value, "worker",
-                    caf::make_message(ping_atom::value, int32_t{1}));
-    f.sched->run();
-    caf::error err;
-    (*f.self)->receive([&](caf::error& e) { err = std::move(e); },
-                       caf::after(0s) >> [] {});
-    CHECK(err == outrider::make_error(outrider::errc::child_unavailable));
-  }
+  CHECK(f.slot->generation() == 1); // not restarted yet
   f.advance(99ms);
   CHECK_FALSE(f.query().running);
   f.advance(1ms);
   auto s = f.query();
   CHECK(s.running);
   CHECK(s.restarts == 1);
-  // The new incarnation is reachable through the same handle.
-  (*f.self)->send(f.sup, route_atom::value, "worker",
-                  caf::make_message(ping_atom::value, int32_t{1}));
-  f.sched->run();
-  int32_t reply = 0;
-  (*f.self)->receive([&](int32_t x) { reply = x; }, caf::after(0s) >> [] {});
-  CHECK(reply == 2);
+  // The new incarnation is published in the same slot.
+  CHECK(f.slot->generation() == 2);
+  CHECK(f.ping(1) == 2);
 }
 
 TEST_CASE("the backoff doubles up to its cap") {
@@ -210,4 +206,23 @@ TEST_CASE("stats of an unknown child are an error") {
   (*f.self)->receive([&](caf::error& e) { err = std::move(e); },
                      caf::after(0s) >> [] {});
   CHECK(err == outrider::make_error(outrider::errc::unknown_child));
+}
+
+TEST_CASE("an actor slot tells its listeners of every start, until "
+          "forgotten") {
+  actor_slot<caf::actor> slot;
+  int told = 0;
+  uint64_t seen_generation = 0;
+  auto key = slot.on_set([&] {
+    ++told;
+    seen_generation = slot.generation(); // may read the slot
+  });
+  slot.set(caf::actor{});
+  slot.set(caf::actor{});
+  CHECK(told == 2);
+  CHECK(seen_generation == 2);
+  slot.forget(key);
+  slot.set(caf::actor{});
+  CHECK(told == 2);
+  CHECK(slot.generation() == 3);
 }

@@ -299,6 +299,8 @@ lifecycle_actor::behavior_type lifecycle(self_ptr self, lifecycle_config cfg) {
       }
       spdlog::info("sidecar: the engine at {} speaks {}",
                    st.cfg.engine_endpoint, protocol);
+      if (st.cfg.on_dialect)
+        st.cfg.on_dialect(engine::dialect_of(protocol));
       watch_health(self, protocol);
     },
     [=](stopping_atom) { run(self, self->state.machine->on_stopping()); },

@@ -72,6 +72,10 @@ struct lifecycle_config {
   std::shared_ptr<zmq::context_t> zmq;
   /// Asks the process to exit (a missed startup deadline).
   std::function<void(int, const std::string&)> request_exit;
+  /// With `--engine-protocol auto`: told the protocol the engine was found
+  /// to speak (the relay takes it from here instead of asking the engine on
+  /// a request's thread).
+  std::function<void(engine::dialect)> on_dialect;
 };
 
 lifecycle_actor spawn_lifecycle(caf::actor_system& sys, lifecycle_config cfg);

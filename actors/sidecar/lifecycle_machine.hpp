@@ -8,8 +8,8 @@
 #include <variant>
 #include <vector>
 
-#include "cluster/discovery.hpp"
 #include "cluster/engine/engine_info.hpp"
+#include "cluster/worker_record.hpp"
 
 namespace outrider::sidecar {
 

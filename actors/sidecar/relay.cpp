@@ -152,11 +152,14 @@ uint16_t relay::port() const {
   return impl_->port;
 }
 
-void relay::stop() {
+void relay::set_dialect(engine::dialect d) {
+  impl_->engine_dialect = d;
+}
+
+void relay::stop(std::chrono::milliseconds grace) {
   impl_->stopping = true;
   if (impl_->server) {
-    impl_->server->Shutdown(std::chrono::system_clock::now() +
-                            std::chrono::seconds{1});
+    impl_->server->Shutdown(std::chrono::system_clock::now() + grace);
     impl_->server.reset();
   }
 }

@@ -8,6 +8,7 @@
 
 #include "actors/indexer/indexer_actor.hpp"
 #include "actors/sidecar/event_hub.hpp"
+#include "cluster/engine/vocabulary.hpp"
 #include "runtime/actor_slot.hpp"
 #include "runtime/status.hpp"
 
@@ -48,9 +49,14 @@ class relay {
   ~relay();
   /// Listens; `bind_failed` when the address cannot be had.
   caf::error start();
-  void stop();
+  /// Stops listening; streams in flight get up to `grace` to end.
+  void stop(std::chrono::milliseconds grace = std::chrono::seconds{1});
   /// The port it listens on (the one chosen, after binding port 0).
   uint16_t port() const;
+  /// With `--engine-protocol auto`: the protocol the lifecycle found the
+  /// engine to speak. Until told, `Generate` is UNAVAILABLE (the worker is
+  /// not registered yet either).
+  void set_dialect(engine::dialect d);
 
   struct impl; // public for the services in relay.cpp
 

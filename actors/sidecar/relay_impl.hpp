@@ -74,14 +74,13 @@ struct relay::impl {
     return err;
   }
 
-  engine::dialect resolve() {
+  /// The engine's protocol: the fixed one, or what the lifecycle detected
+  /// (`unknown` until then). Never asks the engine: this runs on gRPC's
+  /// callback threads.
+  engine::dialect resolve() const {
     if (auto fixed = engine::dialect_of(cfg.engine_protocol);
         fixed != engine::dialect::unknown)
       return fixed;
-    if (engine_dialect == engine::dialect::unknown) {
-      engine::engine_info info;
-      server_info(info);
-    }
     return engine_dialect;
   }
 

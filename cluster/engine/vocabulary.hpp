@@ -86,4 +86,14 @@ constexpr std::optional<router_mode> router_mode_of(std::string_view s) {
   return std::nullopt;
 }
 
+/// Why a generation ended, as OpenAI's `finish_reason` and OpenEngine's
+/// `FinishReason` say it: the token budget ran out (or the engine gave no
+/// reason), or the model's end of sequence or a stop string was reached.
+enum class finish_reason { length, stop };
+
+/// `length` or `stop`, as OpenAI's APIs write it.
+constexpr const char* to_string(finish_reason f) {
+  return f == finish_reason::stop ? "stop" : "length";
+}
+
 } // namespace outrider::engine

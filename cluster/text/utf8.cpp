@@ -1,23 +1,17 @@
 #include "cluster/text/utf8.hpp"
 
+#include <utf8proc.h>
+
 namespace outrider::text {
 
 void append_utf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  // utf8proc encodes; a value past U+10FFFF (it writes nothing) becomes
+  // U+FFFD.
+  utf8proc_uint8_t buf[4];
+  auto n = utf8proc_encode_char(static_cast<utf8proc_int32_t>(cp), buf);
+  if (n == 0)
+    n = utf8proc_encode_char(0xFFFD, buf);
+  out.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(n));
 }
 
 namespace {

@@ -48,8 +48,6 @@ class migration_run : public std::enable_shared_from_this<migration_run> {
     switch (r.end) {
     case attempt_end::finished:
       out_.ok = true;
-      if (out_.finish_reason.empty())
-        out_.finish_reason = "length";
       return finish();
     case attempt_end::cancelled:
       out_.kind = outcome_kind::cancelled;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/router/core/placement.hpp"
+#include "cluster/engine/vocabulary.hpp"
 
 namespace outrider::router {
 
@@ -86,7 +87,7 @@ struct generate_outcome {
   int http_status() const { return http_status_of(kind); }
   std::string error;
   std::vector<uint32_t> tokens;
-  std::string finish_reason; // "length" or "stop"
+  engine::finish_reason finish = engine::finish_reason::length;
   uint32_t prompt_tokens = 0;
   uint32_t cached_tokens = 0; // prefix blocks the chosen worker held
   int migrations = 0;

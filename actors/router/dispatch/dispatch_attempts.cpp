@@ -227,8 +227,9 @@ class attempts::call final : public engine::generate_sink {
       return;
     }
     if (resp.has_finished()) {
-      out_.finish_reason =
-        resp.finished().reason() == oe::FINISH_REASON_STOP ? "stop" : "length";
+      out_.finish = resp.finished().reason() == oe::FINISH_REASON_STOP
+                      ? engine::finish_reason::stop
+                      : engine::finish_reason::length;
       if (attempt_ == 0 && resp.usage().has_cached_prompt_tokens())
         out_.cached_tokens = resp.usage().cached_prompt_tokens();
     }

@@ -196,9 +196,9 @@ class generate_call final
       } else if (!gone_) {
         oe::GenerateResponse fin;
         fin.set_request_id(id_);
-        fin.mutable_finished()->set_reason(o.finish_reason == "stop"
-                                             ? oe::FINISH_REASON_STOP
-                                             : oe::FINISH_REASON_LENGTH);
+        fin.mutable_finished()->set_reason(
+          o.finish == engine::finish_reason::stop ? oe::FINISH_REASON_STOP
+                                                  : oe::FINISH_REASON_LENGTH);
         auto* u = fin.mutable_usage();
         auto completion = static_cast<uint32_t>(o.tokens.size());
         u->set_prompt_tokens(o.prompt_tokens);

@@ -82,7 +82,7 @@ struct text_side {
       o.ok = true;
       o.kind = outcome_kind::ok;
       o.error.clear();
-      o.finish_reason = "stop";
+      o.finish = engine::finish_reason::stop;
       o.tokens.resize(std::min(o.tokens.size(), stream->tokens_used()));
       return {};
     }
@@ -112,8 +112,7 @@ class sse_format {
   std::string last(const std::string& rest, const generate_outcome& o) const {
     if (chat_)
       return chat_->last(rest, o);
-    return completion_event(id_, created_, model_, {}, rest, &o.finish_reason,
-                            &o);
+    return completion_event(id_, created_, model_, {}, rest, &o);
   }
 
  private:

@@ -249,24 +249,25 @@ runtime::http_response completion_response(const std::string& id,
                                            const std::string& model,
                                            const generate_outcome& o,
                                            const std::string& text) {
-  return json_response(200, {{"id", id},
-                             {"object", "text_completion"},
-                             {"created", now_seconds()},
-                             {"model", model},
-                             {"choices",
-                              {{{"index", 0},
-                                {"text", text},
-                                {"token_ids", o.tokens},
-                                {"logprobs", nullptr},
-                                {"finish_reason", o.finish_reason}}}},
-                             {"usage", usage_of(o)}});
+  return json_response(200,
+                       {{"id", id},
+                        {"object", "text_completion"},
+                        {"created", now_seconds()},
+                        {"model", model},
+                        {"choices",
+                         {{{"index", 0},
+                           {"text", text},
+                           {"token_ids", o.tokens},
+                           {"logprobs", nullptr},
+                           {"finish_reason", engine::to_string(o.finish)}}}},
+                        {"usage", usage_of(o)}});
 }
 
 std::string completion_event(const std::string& id, int64_t created,
                              const std::string& model,
                              const std::vector<uint32_t>& tokens,
-                             const std::string& text, const std::string* finish,
-                             const generate_outcome* o) {
+                             const std::string& text,
+                             const generate_outcome* last) {
   json ev{{"id", id},
           {"object", "text_completion"},
           {"created", created},
@@ -276,9 +277,10 @@ std::string completion_event(const std::string& id, int64_t created,
              {"text", text},
              {"token_ids", tokens},
              {"logprobs", nullptr},
-             {"finish_reason", finish ? json(*finish) : json(nullptr)}}}}};
-  if (o)
-    ev["usage"] = usage_of(*o);
+             {"finish_reason",
+              last ? json(engine::to_string(last->finish)) : json(nullptr)}}}}};
+  if (last)
+    ev["usage"] = usage_of(*last);
   return "data: " + dump(ev) + "\n\n";
 }
 

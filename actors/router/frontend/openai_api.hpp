@@ -63,13 +63,12 @@ runtime::http_response completion_response(const std::string& id,
                                            const std::string& text);
 
 /// One server-sent event of a streamed completion (`data: ...\n\n`);
-/// `finish` and `o` (for usage) only on the last one.
+/// `last` (its finish reason and usage) only on the last one.
 std::string completion_event(const std::string& id, int64_t created,
                              const std::string& model,
                              const std::vector<uint32_t>& tokens,
                              const std::string& text,
-                             const std::string* finish = nullptr,
-                             const generate_outcome* o = nullptr);
+                             const generate_outcome* last = nullptr);
 
 /// The per-token events of one stream, fast: the same JSON as
 /// `completion_event` without finish or usage, formatted by appending to a

@@ -213,7 +213,7 @@ runtime::http_response chat_response(const std::string& id,
                     {{{"index", 0},
                       {"message", {{"role", "assistant"}, {"content", text}}},
                       {"logprobs", nullptr},
-                      {"finish_reason", o.finish_reason}}}},
+                      {"finish_reason", engine::to_string(o.finish)}}}},
                    {"usage", usage_of(o)}});
 }
 
@@ -248,7 +248,7 @@ std::string chat_chunk_writer::last(const std::string& rest,
      {{{"index", 0},
        {"delta", rest.empty() ? ojson::object() : ojson{{"content", rest}}},
        {"logprobs", nullptr},
-       {"finish_reason", o.finish_reason}}}},
+       {"finish_reason", engine::to_string(o.finish)}}}},
     {"usage", usage_of(o)}};
   return "data: " + dump(ev) + "\n\n";
 }

@@ -147,6 +147,8 @@ worker_watcher::worker_watcher(std::shared_ptr<cluster::discovery> disc,
     if (err)
       spdlog::error("router: {}", describe(err));
   }
+  waker_->disc = disc_;
+  slot_listener_ = router_->on_set([w = waker_] { w->wake(); });
   thread_ = std::thread([this] { run(); });
 }
 
@@ -186,6 +188,8 @@ void worker_watcher::unfollow(const std::string& worker_id) {
 
 worker_watcher::~worker_watcher() {
   stopping_ = true;
+  router_->forget(slot_listener_);
+  waker_->wake();
   if (thread_.joinable())
     thread_.join();
   poller_.reset();
@@ -208,8 +212,11 @@ void worker_watcher::run() {
     "(counted each time discovery is read)");
   while (!stopping_) {
     if (!router_->get()) {
-      // The supervisor has not started the router actor yet.
-      std::this_thread::sleep_for(std::chrono::milliseconds{5});
+      // The supervisor has not started the router actor yet: its slot
+      // wakes us when it does.
+      std::unique_lock<std::mutex> lock{waker_->mtx};
+      waker_->cv.wait_for(lock, std::chrono::milliseconds{500},
+                          [this] { return stopping_ || router_->get(); });
       continue;
     }
     if (auto g = router_->generation(); g != generation_) {

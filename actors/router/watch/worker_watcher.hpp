@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,7 +28,8 @@ namespace outrider::router {
 /// live; on a broken stream it resubscribes with a snapshot). Everything goes
 /// to the router actor's current incarnation; when the supervisor restarts it,
 /// the watcher tells the new one every worker again and resubscribes with
-/// snapshots, so its index is rebuilt from the sidecars. With the NATS event
+/// snapshots, so its index is rebuilt from the sidecars (the slot tells it at
+/// once: no polling). With the NATS event
 /// plane, a kv_follower per worker takes the place of the subscription.
 class worker_watcher {
  public:
@@ -69,6 +71,21 @@ class worker_watcher {
   std::mutex followers_mtx_; // the NATS thread looks followers up
   std::map<std::string, std::unique_ptr<kv_follower>> followers_;
   std::unique_ptr<load_poller> poller_; // the engines' own KV load
+  // Wakes the thread when the supervisor (re)starts the router actor: it
+  // waits on discovery, or here before the first start.
+  struct waker {
+    std::mutex mtx;
+    std::condition_variable cv;
+    std::weak_ptr<cluster::discovery> disc;
+    void wake() {
+      { std::lock_guard<std::mutex> guard{mtx}; }
+      cv.notify_all();
+      if (auto d = disc.lock())
+        d->wake();
+    }
+  };
+  std::shared_ptr<waker> waker_ = std::make_shared<waker>();
+  uint64_t slot_listener_ = 0;
   std::thread thread_;
 };
 

@@ -1,5 +1,6 @@
-#include "actors/sidecar/sidecar_role.hpp"
+#include "actors/sidecar/sidecar_service.hpp"
 
+#include <atomic>
 #include <zmq.hpp>
 
 #include <spdlog/spdlog.h>
@@ -71,7 +72,8 @@ lifecycle_config lifecycle_config_from(runtime::role_env& ctx,
 // With --relay-port 0 the relay takes a free port, and that one is advertised.
 void start_relay(runtime::role_env& ctx, const sidecar_settings& s,
                  lifecycle_config& cfg, std::shared_ptr<event_hub> hub,
-                 const sidecar_slots& slots) {
+                 const sidecar_slots& slots,
+                 std::shared_ptr<std::atomic<int64_t>> grace_ms) {
   relay_config rcfg;
   rcfg.listen = s.relay_host + ":" + std::to_string(s.relay_port);
   rcfg.engine_endpoint = cfg.engine_endpoint;
@@ -88,12 +90,19 @@ void start_relay(runtime::role_env& ctx, const sidecar_settings& s,
   }
   rcfg.credentials = cluster::server_credentials(*tls);
   auto server = std::make_shared<relay>(rcfg);
+  // --engine-protocol auto: the lifecycle tells the relay what it found.
+  cfg.on_dialect = [weak = std::weak_ptr<relay>(server)](engine::dialect d) {
+    if (auto r = weak.lock())
+      r->set_dialect(d);
+  };
   if (auto err = server->start())
     ctx.control->request_exit(1, describe(err));
   else if (s.relay_port == 0)
     cfg.relay_endpoint =
       s.advertise_host + ":" + std::to_string(server->port());
-  ctx.stop_hooks.push_back([server] { server->stop(); });
+  ctx.stop_hooks.push_back([server, grace_ms] {
+    server->stop(std::chrono::milliseconds{grace_ms->load()});
+  });
 }
 
 // --event-plane nats: every batch the hub hands out is published too.
@@ -161,14 +170,35 @@ void add_index_route(runtime::role_env& ctx,
 
 } // namespace
 
-std::vector<runtime::child_spec> sidecar_children(runtime::role_env& ctx,
-                                                  const sidecar_settings& s) {
+// What the service started, held by the environment's hooks too.
+struct sidecar_parts {
+  sidecar_slots slots;
+  std::vector<runtime::child_spec> children;
+  std::shared_ptr<runtime::health_state> health;
+  // How long the relay's streams may take to end when it stops.
+  std::shared_ptr<std::atomic<int64_t>> relay_grace_ms =
+    std::make_shared<std::atomic<int64_t>>(1000);
+  std::atomic<bool> stop_called{false};
+  void stop(std::chrono::milliseconds grace) {
+    if (stop_called.exchange(true))
+      return;
+    relay_grace_ms->store(grace.count());
+    if (auto l = slots.lifecycle->get())
+      caf::anon_send(l, stopping_atom::value);
+  }
+};
+
+namespace {
+
+std::vector<runtime::child_spec> start_sidecar(runtime::role_env& ctx,
+                                               const sidecar_settings& s,
+                                               sidecar_parts& parts) {
   auto disc = discovery_from(s, ctx.health);
   if (auto err = disc->open()) {
     ctx.control->request_exit(1, describe(err));
     return {};
   }
-  sidecar_slots slots;
+  const auto& slots = parts.slots;
   auto hub = std::make_shared<event_hub>();
   indexer::indexer_config icfg;
   icfg.data_dir = s.data_dir;
@@ -179,13 +209,8 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_env& ctx,
   };
   icfg.listener = hub;
   auto cfg = lifecycle_config_from(ctx, s, slots);
-  start_relay(ctx, s, cfg, hub, slots);
+  start_relay(ctx, s, cfg, hub, slots, parts.relay_grace_ms);
   start_kv_publisher(ctx, s, hub, cfg.worker_id);
-  // SIGTERM: the lifecycle withdraws the record before anything stops.
-  ctx.pre_stop_hooks.push_back([lifecycle = slots.lifecycle] {
-    if (auto l = lifecycle->get())
-      caf::anon_send(l, stopping_atom::value);
-  });
   add_index_route(ctx, slots.indexer);
   auto ttl = s.discovery.ttl;
   return {
@@ -202,6 +227,32 @@ std::vector<runtime::child_spec> sidecar_children(runtime::role_env& ctx,
       "lifecycle", slots.lifecycle,
       [cfg](caf::actor_system& sys) { return spawn_lifecycle(sys, cfg); }),
   };
+}
+
+} // namespace
+
+service::service(runtime::role_env& env, const sidecar_settings& s)
+  : parts_(std::make_shared<sidecar_parts>()) {
+  parts_->health = env.health;
+  parts_->children = start_sidecar(env, s, *parts_);
+  // SIGTERM: the lifecycle withdraws the record before anything stops; the
+  // relay's streams get a second once the actors have stopped.
+  env.pre_stop_hooks.push_back(
+    [parts = parts_] { parts->stop(std::chrono::seconds{1}); });
+}
+
+service::~service() = default;
+
+std::vector<runtime::child_spec> service::children() const {
+  return parts_->children;
+}
+
+bool service::ready() const {
+  return parts_->health->ready();
+}
+
+void service::stop(std::chrono::milliseconds grace) {
+  parts_->stop(grace);
 }
 
 } // namespace outrider::sidecar

@@ -1,4 +1,4 @@
-#include "actors/router/router_role.hpp"
+#include "actors/router/router_service.hpp"
 
 #include <algorithm>
 #include <mutex>
@@ -25,8 +25,9 @@
 
 namespace outrider::router {
 
-namespace {
-
+// Everything the service started; held by the environment's pre-stop hook
+// as well, so it lives until the process (or the embedding program's
+// environment) stops.
 struct router_parts {
   std::shared_ptr<cluster::discovery> disc;
   std::unique_ptr<worker_watcher> watcher;
@@ -46,6 +47,8 @@ struct router_parts {
   size_t ready_at = 0;  // ready_mtx; 0: not waiting
   size_t placeable = 0; // ready_mtx; as the router actor last said
   std::shared_ptr<runtime::health_state> ready_health; // ready_mtx
+  std::atomic<bool> ready{false};
+  std::atomic<bool> stop_called{false};
   void workers_placeable(size_t n) {
     std::lock_guard<std::mutex> guard{ready_mtx};
     placeable = n;
@@ -57,9 +60,26 @@ struct router_parts {
     ready_health->set_component("workers",
                                 std::to_string(ready_at) + " registered");
     ready_health->set_ready(true);
+    ready = true;
     ready_at = 0; // once
   }
+  void stop(std::chrono::milliseconds grace) {
+    if (stop_called.exchange(true))
+      return;
+    stopping = true;
+    ready = false;
+    dispatch->begin_shutdown();
+    if (frontend)
+      frontend->stop(grace);
+    dispatch->cancel_all(std::chrono::seconds{1});
+    if (grpc)
+      grpc->stop();
+    watcher.reset();
+    plane.reset();
+  }
 };
+
+namespace {
 
 std::unique_ptr<dispatcher>
 dispatcher_from(runtime::role_env& ctx, const router_settings& s,
@@ -135,8 +155,10 @@ bool start_frontends(runtime::role_env& ctx, const router_settings& s,
 void declare_ready(runtime::role_env& ctx, router_parts& parts,
                    size_t workers) {
   ctx.health->set_component("frontend", "serving");
-  if (workers == 0)
+  if (workers == 0) {
+    parts.ready = true;
     return ctx.health->set_ready(true);
+  }
   ctx.health->set_component("workers",
                             "waiting for " + std::to_string(workers));
   std::lock_guard<std::mutex> guard{parts.ready_mtx};
@@ -145,18 +167,22 @@ void declare_ready(runtime::role_env& ctx, router_parts& parts,
   parts.check_ready(); // the count may have been told before
 }
 
-std::shared_ptr<router_parts> start_router(runtime::role_env& ctx,
-                                           const router_settings& s) {
+std::shared_ptr<router_parts>
+start_router(runtime::role_env& ctx, const router_settings& s,
+             std::shared_ptr<cluster::discovery> disc) {
   auto parts = std::make_shared<router_parts>();
   // With NATS, a router that loses its connection keeps the last known
   // worker set and says so in /health.
   std::weak_ptr<runtime::health_state> health = ctx.health;
-  parts->disc = cluster::discovery_from(s.discovery, [health](bool up) {
-    if (auto h = health.lock())
-      h->set_component("discovery",
-                       up ? "connected"
-                          : "disconnected: keeping the last known workers");
-  });
+  parts->disc =
+    disc ? std::move(disc)
+         : cluster::discovery_from(s.discovery, [health](bool up) {
+             if (auto h = health.lock())
+               h->set_component("discovery",
+                                up ? "connected"
+                                   : "disconnected: keeping the last known "
+                                     "workers");
+           });
   if (auto err = parts->disc->open())
     ctx.control->request_exit(1, describe(err));
   else if (auto* n = dynamic_cast<cluster::nats_discovery*>(parts->disc.get()))
@@ -194,17 +220,7 @@ std::shared_ptr<router_parts> start_router(runtime::role_env& ctx,
   // Shutdown: stop admitting at once, let requests in flight finish for
   // most of --shutdown-timeout, then end the rest.
   auto grace = s.shutdown_timeout * 3 / 4;
-  ctx.pre_stop_hooks.push_back([parts, grace] {
-    parts->stopping = true;
-    parts->dispatch->begin_shutdown();
-    if (parts->frontend)
-      parts->frontend->stop(grace);
-    parts->dispatch->cancel_all(std::chrono::seconds{1});
-    if (parts->grpc)
-      parts->grpc->stop();
-    parts->watcher.reset();
-    parts->plane.reset();
-  });
+  ctx.pre_stop_hooks.push_back([parts, grace] { parts->stop(grace); });
   return parts;
 }
 
@@ -224,17 +240,30 @@ runtime::child_spec router_child(const std::shared_ptr<router_parts>& parts) {
 
 } // namespace
 
-router_role start_router_role(runtime::role_env& env,
-                              const router_settings& s) {
-  auto parts = start_router(env, s);
-  router_role out;
-  out.children = {router_child(parts)};
-  out.dispatch = [weak = std::weak_ptr<router_parts>(parts)]() -> dispatcher* {
-    auto p = weak.lock();
-    return p ? p->dispatch.get() : nullptr;
-  };
-  out.keep_alive = parts;
-  return out;
+service::service(runtime::role_env& env, const router_settings& s,
+                 std::shared_ptr<cluster::discovery> disc)
+  : parts_(start_router(env, s, std::move(disc))) {}
+
+service::~service() = default;
+
+std::vector<runtime::child_spec> service::children() const {
+  return {router_child(parts_)};
+}
+
+bool service::ready() const {
+  return parts_->ready;
+}
+
+void service::stop(std::chrono::milliseconds grace) {
+  parts_->stop(grace);
+}
+
+dispatcher* service::dispatch() const {
+  return parts_->stopping ? nullptr : parts_->dispatch.get();
+}
+
+uint16_t service::http_port() const {
+  return parts_->frontend ? parts_->frontend->port() : 0;
 }
 
 } // namespace outrider::router
