@@ -4,6 +4,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "actors/router/frontend/flow_identity.hpp"
 #include "runtime/option_keys.hpp"
 
 namespace outrider::app {
@@ -153,6 +154,13 @@ router_settings_from(const runtime::options& o, std::string* why) {
   s.discovery = discovery_settings_from(o);
   s.nats_event_plane = o.get(opt::event_plane) == "nats";
   s.share_bookings = o.get(opt::share_bookings);
+  s.flow.band_cap = static_cast<size_t>(o.get(opt::flow_band_cap));
+  s.flow.quantum = static_cast<uint64_t>(o.get(opt::flow_quantum));
+  s.queue_timeout = o.get(opt::queue_timeout);
+  auto objectives = router::parse_objectives(o.get(opt::flow_objectives), why);
+  if (!objectives)
+    return std::nullopt;
+  s.frontend.objectives = std::move(*objectives);
   if (o.get(opt::router_conditional_disagg)) {
     if (s.placement.mode != engine::router_mode::kv) {
       *why = "--router-conditional-disagg needs --router-mode kv (the "

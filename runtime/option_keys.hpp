@@ -99,6 +99,10 @@ struct option_key {
     string)                                                                    \
   X(router_queue_threshold, "router-queue-threshold", number)                  \
   X(router_queue_kv_share, "router-queue-kv-share", number)                    \
+  X(queue_timeout, "queue-timeout", duration)                                  \
+  X(flow_band_cap, "flow-band-cap", integer)                                   \
+  X(flow_quantum, "flow-quantum", integer)                                     \
+  X(flow_objectives, "flow-objectives", string)                                \
   X(tokenizer, "tokenizer", string)                                            \
   X(tokenizer_threads, "tokenizer-threads", integer)                           \
   X(chat_template, "chat-template", string)                                    \

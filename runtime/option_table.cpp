@@ -211,7 +211,7 @@ std::vector<option_spec> make_specs() {
          "--http-max-connections 50000", {}, 1, 1000000),
     make("http-max-in-flight", ot::integer, "10000",
          "router: requests generating at once (none holds a thread); "
-         "beyond: 503 with Retry-After",
+         "beyond: 429 with Retry-After",
          "--http-max-in-flight 20000", {}, 1, 1000000),
     make("http-max-header-bytes", ot::integer, "16384",
          "router: request line and headers of one request (431 beyond)",
@@ -326,6 +326,25 @@ std::vector<option_spec> make_specs() {
          "KV blocks its running requests leave free (waiting longer, a "
          "prompt's cached prefix is evicted before it is admitted); 0: off",
          "--router-queue-kv-share 0"),
+    make("queue-timeout", ot::duration, "60s",
+         "router: how long a request may wait in the router's queue while "
+         "every worker is busy; beyond: 429 (x-outrider-dropped-reason: "
+         "ttl-expired)",
+         "--queue-timeout 30s"),
+    make("flow-band-cap", ot::integer, "5000",
+         "router: requests waiting in one priority band at most; beyond: 429 "
+         "(x-outrider-dropped-reason: saturated)",
+         "--flow-band-cap 1000", {}, 1, 1000000),
+    make("flow-quantum", ot::integer, "4096",
+         "router: prompt tokens a flow (tenant) is credited per round of the "
+         "queue's deficit round robin: flows share a band by the tokens "
+         "they would have computed, not by their number of requests",
+         "--flow-quantum 8192", {}, 1, 1 << 24),
+    make("flow-objectives", ot::string, "{}",
+         "router: priority of each x-gateway-inference-objective name, as a "
+         "JSON object of integers (-100..100, higher first; an objective not "
+         "named: 0)",
+         "--flow-objectives '{\"critical\":10,\"batch\":-10}'"),
 
     make("tokenizer", ot::string, "",
          "router: the model's folder with tokenizer.json (and "

@@ -22,3 +22,23 @@ fi
 test "$(grep -c 'must not include' "$tmp/bad.log")" -eq 4
 grep -q 'actors/router/b.cpp:2: actors/router/ must not include actors/sidecar/relay.hpp' "$tmp/bad.log"
 grep -q 'runtime/e.cpp:1: runtime/ must not include app/x.hpp' "$tmp/bad.log"
+# A pure core that links what brings actors and sockets, through another
+# target: named with the path.
+mkdir -p "$tmp/links"
+cat >"$tmp/links/CMakeLists.txt" <<'EOF'
+target_link_libraries(outrider_kv PRIVATE xxhash)
+target_link_libraries(outrider_text PUBLIC nlohmann_json::nlohmann_json)
+target_link_libraries(outrider_prefix_index PUBLIC outrider_kv)
+target_link_libraries(outrider_sidecar_core PUBLIC outrider_kv)
+target_link_libraries(outrider_router_core PUBLIC outrider_prefix_index
+  outrider_helpers)
+target_link_libraries(outrider_helpers PUBLIC outrider_runtime)
+EOF
+rm -f "$tmp/actors/router/b.cpp" "$tmp/actors/indexer/c.cpp" \
+  "$tmp/cluster/kv/d.cpp" "$tmp/runtime/e.cpp"
+if "$src/scripts/check-layers" "$tmp" >"$tmp/links.log" 2>&1; then
+  echo "check-layers accepted a pure core linking the runtime" >&2
+  exit 1
+fi
+grep -q 'pure core outrider_router_core links outrider_router_core -> outrider_helpers -> outrider_runtime' "$tmp/links.log"
+test "$(grep -c 'pure core' "$tmp/links.log")" -eq 1

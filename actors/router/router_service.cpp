@@ -93,6 +93,8 @@ dispatcher_from(runtime::role_env& ctx, const router_settings& s,
   cfg.request_timeout = s.request_timeout;
   cfg.relay_credentials = std::move(relay_creds);
   cfg.relay_server_name = s.tls_server_name;
+  cfg.flow = s.flow;
+  cfg.queue_timeout = s.queue_timeout;
   return std::make_unique<dispatcher>(ctx.sys, parts.brain, std::move(cfg));
 }
 
@@ -136,7 +138,8 @@ bool start_frontends(runtime::role_env& ctx, const router_settings& s,
     return true;
   // The HTTP frontend's send deadline and queue bound hold here too.
   grpc_frontend::limits lim{s.grpc_max_streams, s.frontend.http.send_timeout,
-                            s.frontend.http.max_queued_bytes};
+                            s.frontend.http.max_queued_bytes,
+                            s.frontend.objectives};
   parts.grpc = std::make_unique<grpc_frontend>(*parts.dispatch, models, lim);
   if (auto gerr = parts.grpc->start(host, static_cast<uint16_t>(port),
                                     cluster::server_credentials(parts.tls));

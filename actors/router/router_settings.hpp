@@ -36,6 +36,10 @@ struct router_settings {
   cluster::discovery_settings discovery;
   bool nats_event_plane = false; // --event-plane nats
   bool share_bookings = false;   // --share-bookings (over NATS)
+  /// Flow control of the router's queue (--flow-band-cap, --flow-quantum,
+  /// --queue-timeout); the objectives' priorities are the frontend's.
+  flow_config flow;
+  std::chrono::milliseconds queue_timeout{std::chrono::seconds{60}};
   /// Ready only once this many workers can be placed on (`--role all`,
   /// whose engines are its own); 0: when the frontends listen.
   size_t ready_workers = 0;

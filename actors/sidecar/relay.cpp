@@ -153,6 +153,16 @@ uint16_t relay::port() const {
 }
 
 void relay::set_dialect(engine::dialect d) {
+  if (d == engine::dialect::unknown)
+    return;
+  // The adapter for that protocol from now on, aborts included: the
+  // automatic one knows the protocol only once asked for server info.
+  auto adapter = engine::make_engine_adapter(engine::to_string(d),
+                                             impl_->cfg.engine_endpoint);
+  {
+    std::lock_guard<std::mutex> guard{impl_->adapter_mtx};
+    impl_->adapter = std::move(adapter);
+  }
   impl_->engine_dialect = d;
 }
 

@@ -24,6 +24,8 @@ class migration_run : public std::enable_shared_from_this<migration_run> {
     req_->tokens.insert(req_->tokens.end(), out_.tokens.begin(),
                         out_.tokens.end());
     req_->exclude = exclude_;
+    req_->flow = p_.flow;
+    req_->band = p_.band;
     seams_->place(req_, [self = shared_from_this()](route_decision d) {
       self->placed(std::move(d));
     });
@@ -32,7 +34,9 @@ class migration_run : public std::enable_shared_from_this<migration_run> {
  private:
   void placed(route_decision d) {
     if (!d.ok) {
-      out_.kind = outcome_kind::no_worker;
+      out_.kind = d.shed != shed_reason::none ? outcome_kind::shed
+                                              : outcome_kind::no_worker;
+      out_.shed = d.shed;
       out_.error = d.error;
       return finish();
     }

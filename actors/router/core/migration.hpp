@@ -46,6 +46,9 @@ struct generate_params {
   /// The client's own deadline (a gRPC caller's), when it has one: no
   /// engine call outlives it, whatever --request-timeout allows.
   std::optional<std::chrono::system_clock::time_point> deadline;
+  /// Flow control: the tenant's flow (fairness id) and priority band.
+  std::string flow;
+  int band = 0;
 };
 
 /// How a request ended, one vocabulary for both frontends: each maps it to
@@ -59,6 +62,7 @@ enum class outcome_kind {
   refused,       ///< the engine refused the request (400, INVALID_ARGUMENT)
   failed,        ///< any other failure (502, INTERNAL)
   shutting_down, ///< the router is stopping (503, UNAVAILABLE)
+  shed,          ///< turned away by flow control (429, RESOURCE_EXHAUSTED)
 };
 
 constexpr int http_status_of(outcome_kind k) {
@@ -73,6 +77,8 @@ constexpr int http_status_of(outcome_kind k) {
     return 400;
   case outcome_kind::failed:
     return 502;
+  case outcome_kind::shed:
+    return 429;
   case outcome_kind::no_worker:
   case outcome_kind::overloaded:
   case outcome_kind::shutting_down:
@@ -88,6 +94,7 @@ struct generate_outcome {
   std::string error;
   std::vector<uint32_t> tokens;
   engine::finish_reason finish = engine::finish_reason::length;
+  shed_reason shed = shed_reason::none; // with outcome_kind::shed
   uint32_t prompt_tokens = 0;
   uint32_t cached_tokens = 0; // prefix blocks the chosen worker held
   int migrations = 0;

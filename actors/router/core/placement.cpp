@@ -189,21 +189,27 @@ route_decision placement::place(const route_request& req) {
       d.error += " serving adapter '" + req.identity.lora + "'";
     return d;
   }
-  if (all_busy(cands, req)) {
-    d.busy = true;
-    d.error = "every worker is above the queue threshold";
-    return d;
-  }
   auto bs = std::max(1u, block_size_);
   auto prompt_blocks = static_cast<uint32_t>((req.tokens.size() + bs - 1) / bs);
   auto seq =
     kv::sequence_keys(req.tokens.data(), req.tokens.size(), bs, req.identity);
+  auto found = index_.find(seq);
+  if (all_busy(cands, req)) {
+    d.busy = true;
+    d.error = "every worker is above the queue threshold";
+    // What it would still compute at best: its weight in the queue.
+    d.block_size = bs;
+    d.prompt_blocks = prompt_blocks;
+    for (const auto& o : found)
+      d.best_overlap_blocks = std::max(d.best_overlap_blocks, o.gpu_blocks);
+    return d;
+  }
   // What the index knows, in every mode (the hit-rate metrics want it):
   // the GPU run, and the offloaded blocks after it, credited by tier.
   std::unordered_map<uint32_t, uint32_t> overlap;
   std::unordered_map<uint32_t, double> offloaded;
   std::unordered_map<uint32_t, uint32_t> offloaded_blocks;
-  for (const auto& o : index_.find(seq)) {
+  for (const auto& o : found) {
     overlap[o.slot] = o.gpu_blocks;
     if (o.any_blocks > o.gpu_blocks) {
       offloaded[o.slot] = o.credit - o.gpu_blocks;

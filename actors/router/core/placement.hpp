@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "actors/indexer/tiered_index.hpp"
+#include "actors/router/core/flow_queue.hpp"
 #include "actors/router/core/worker_selector.hpp"
 #include "cluster/booking_note.hpp"
 #include "cluster/kv/block_hash.hpp"
@@ -30,13 +31,21 @@ struct route_request {
   /// What besides its tokens keys its blocks on the engines: the LoRA
   /// adapter, the tenant's cache salt, media items.
   kv::prompt_identity identity;
+  /// Where it waits when every worker is busy: its flow (the tenant's
+  /// fairness id) and priority band (higher first).
+  std::string flow;
+  int band = 0;
 };
 
 /// Where it goes.
 struct route_decision {
   bool ok = false;
-  /// Every candidate is above the queue threshold: ask again later.
+  /// Every candidate is above the queue threshold: ask again later (with
+  /// `best_overlap_blocks`, `prompt_blocks` and `block_size` filled in: what
+  /// the queue weighs the request by).
   bool busy = false;
+  /// Turned away by the dispatcher's queue (flow control), not placed.
+  shed_reason shed = shed_reason::none;
   /// No worker (of the role) is known at all.
   bool no_worker = false;
   std::string error;

@@ -67,7 +67,8 @@ class attempts final : public attempt_seams,
         done(std::move(d));
       };
     d_.queue.place(req, true, [self, req, finish](route_decision d) {
-      if (!d.ok && !d.busy && self->d_.cfg.disagg && req->role) {
+      if (!d.ok && !d.busy && d.shed == shed_reason::none &&
+          self->d_.cfg.disagg && req->role) {
         req->role.reset();
         return self->d_.queue.place(req, true, finish);
       }

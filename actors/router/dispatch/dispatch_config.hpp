@@ -7,6 +7,7 @@
 #include <string>
 
 #include "actors/router/core/disagg_policy.hpp"
+#include "actors/router/core/flow_queue.hpp"
 #include "runtime/metrics.hpp"
 
 namespace grpc {
@@ -31,6 +32,11 @@ struct dispatch_config {
   /// plaintext); engines are spoken to in plaintext.
   std::shared_ptr<grpc::ChannelCredentials> relay_credentials;
   std::string relay_server_name; // --tls-server-name
+  /// Flow control of the queue (while every worker is busy): the cap of a
+  /// priority band and the round-robin quantum (--flow-band-cap,
+  /// --flow-quantum), and how long a request may wait (--queue-timeout).
+  flow_config flow;
+  std::chrono::milliseconds queue_timeout{std::chrono::seconds{60}};
 };
 
 /// The dispatcher's metric handles, built once.

@@ -1,7 +1,6 @@
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -18,15 +17,20 @@ namespace outrider::router {
 /// short-lived actor per placement asks the router actor's current
 /// incarnation, waits out its restarts (up to 3 s, also while no worker is
 /// known yet) and, when asked to queue, waits in line while every worker is
-/// busy (up to 5 min): one line per role asked for, first come first, only
-/// the first of a line asking again, woken when a booking shrinks.
+/// busy: one line per role asked for, only its head asking again, woken
+/// when a booking shrinks. The line is flow-controlled (`flow_queue`):
+/// priority bands, flows served by deficit round robin on the prompt tokens
+/// the best worker would still compute, a cap per band (beyond it the
+/// request is shed, `saturated`) and a time limit (`ttl-expired`).
 class dispatch_queue {
  public:
   using placed_fn = std::function<void(route_decision)>;
 
   dispatch_queue(caf::actor_system& sys,
                  runtime::slot_ptr<kv_router_actor> router,
-                 runtime::gauge& queue_depth);
+                 runtime::gauge& queue_depth, flow_config flow = {},
+                 std::chrono::milliseconds queue_timeout = std::chrono::seconds{
+                   60});
   dispatch_queue(const dispatch_queue&) = delete;
   dispatch_queue& operator=(const dispatch_queue&) = delete;
 
@@ -46,25 +50,40 @@ class dispatch_queue {
 
  private:
   struct job;
+  struct line {
+    flow_queue waiting;
+    std::map<uint64_t, std::shared_ptr<job>> jobs; // those in `waiting`
+    std::shared_ptr<job> head;                     // the one asking; null: none
+  };
+  enum class joined { head, waiting, saturated };
   void place_once(caf::event_based_actor* self, const std::shared_ptr<job>& j);
   void placed(caf::event_based_actor* self, const std::shared_ptr<job>& j,
               uint64_t generation, route_decision d, bool down);
-  bool join_line(const std::shared_ptr<job>& j); // true: first of its line
+  void answer(caf::event_based_actor* self, const std::shared_ptr<job>& j,
+              route_decision d);
+  void shed(caf::event_based_actor* self, const std::shared_ptr<job>& j,
+            shed_reason why);
+  void shed_soon(caf::event_based_actor* self, const std::shared_ptr<job>& j,
+                 shed_reason why);
+  joined join_line(const std::shared_ptr<job>& j, uint64_t cost);
   void leave_line(const std::shared_ptr<job>& j);
+  bool leave_waiting(const std::shared_ptr<job>& j); // true: it was waiting
   void retry_later(caf::event_based_actor* self, const std::shared_ptr<job>& j,
                    std::chrono::milliseconds after);
 
   caf::actor_system& sys_;
   runtime::slot_ptr<kv_router_actor> router_; // the current incarnation
   runtime::gauge& queue_depth_;
+  flow_config flow_;
+  std::chrono::milliseconds queue_timeout_;
+  std::atomic<uint64_t> next_job_{0};
   std::atomic<bool> shutting_down_{false};
   std::atomic<bool> cut_{false};
   // The router actor's generation that last placed a request.
   std::atomic<uint64_t> placed_generation_{0};
   std::mutex mtx_;
   // One line per role asked for (none: any worker that decodes); mtx_.
-  std::map<std::optional<engine::worker_role>, std::deque<std::shared_ptr<job>>>
-    lines_;
+  std::map<std::optional<engine::worker_role>, line> lines_;
 };
 
 } // namespace outrider::router

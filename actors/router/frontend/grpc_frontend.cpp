@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "actors/router/frontend/flow_identity.hpp"
 #include "cluster/engine/engine_call.hpp"
 #include "cluster/engine/token_queue.hpp"
 #include "openengine.grpc.pb.h"
@@ -54,6 +55,7 @@ StatusCode code_for(outcome_kind k) {
   case outcome_kind::shutting_down:
     return StatusCode::UNAVAILABLE;
   case outcome_kind::overloaded:
+  case outcome_kind::shed:
     return StatusCode::RESOURCE_EXHAUSTED;
   case outcome_kind::timed_out:
     return StatusCode::DEADLINE_EXCEEDED;
@@ -106,7 +108,8 @@ class generate_call final
  public:
   generate_call(frontend_state& s, grpc::CallbackServerContext* ctx,
                 const oe::GenerateRequest& in,
-                std::optional<std::chrono::system_clock::time_point> deadline)
+                std::optional<std::chrono::system_clock::time_point> deadline,
+                flow_identity who)
     : s_(s), ctx_(ctx), id_(in.request_id()) {
     ++s_.streams;
     generate_params p;
@@ -120,6 +123,8 @@ class generate_call final
     for (const auto& m : in.media())
       p.media.push_back({m.url(), m.uuid(), m.offset(), m.length()});
     p.deadline = deadline;
+    p.flow = std::move(who.flow);
+    p.band = who.band;
     oe::GenerateResponse first;
     first.set_request_id(id_);
     first.mutable_prompt()->set_num_prompt_tokens(
@@ -298,12 +303,22 @@ class inference final : public oe::Inference::CallbackService {
          "this call already passed a router (x-outrider-hops): a worker "
          "record names a router's address, not a sidecar's relay"});
     }
+    // Flow control reads the same headers as over HTTP (gRPC metadata
+    // keys are lower-case).
+    std::map<std::string, std::string> headers;
+    for (const auto& [k, v] : ctx->client_metadata())
+      headers.emplace(std::string{k.data(), k.size()},
+                      std::string{v.data(), v.size()});
+    auto who = flow_identity_of(headers, s_.lim.objectives, &why);
+    if (!who)
+      return new refused({StatusCode::INVALID_ARGUMENT, why});
     auto deadline = ctx->deadline();
     return new generate_call(s_, ctx, *in,
                              deadline ==
                                  std::chrono::system_clock::time_point::max()
                                ? std::nullopt
-                               : std::optional{deadline});
+                               : std::optional{deadline},
+                             std::move(*who));
   }
 
  private:

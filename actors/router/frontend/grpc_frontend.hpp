@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,8 @@ class grpc_frontend {
     size_t max_streams = 10000;
     std::chrono::milliseconds send_timeout{30000};
     size_t max_queued_bytes = 4 << 20;
+    /// Flow control: priorities of x-gateway-inference-objective names.
+    std::map<std::string, int> objectives;
   };
   grpc_frontend(dispatcher& d, std::function<std::vector<std::string>()> models,
                 limits lim);

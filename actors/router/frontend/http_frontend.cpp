@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/router/frontend/flow_identity.hpp"
 #include "cluster/text/text_stream.hpp"
 
 namespace outrider::router {
@@ -18,6 +19,15 @@ runtime::http_response busy(const std::string& why) {
   return r;
 }
 
+// Turned away by flow control: come back later (429), with the reason in
+// x-outrider-dropped-reason (saturated, ttl-expired); "no worker" stays 503.
+runtime::http_response shed(shed_reason reason, const std::string& why) {
+  auto r = api_error(429, why, "rate_limit_exceeded", "requests");
+  r.headers["Retry-After"] = "1";
+  r.headers["x-outrider-dropped-reason"] = to_string(reason);
+  return r;
+}
+
 // A request that did not succeed, in OpenAI's terms: the request's own
 // fault is an invalid_request_error, the rest server errors; an overloaded
 // engine says when to come back.
@@ -27,6 +37,8 @@ runtime::http_response failure(const generate_outcome& o) {
     return api_error(400, o.error, "engine_refused");
   case outcome_kind::overloaded:
     return busy(o.error);
+  case outcome_kind::shed:
+    return shed(o.shed, o.error);
   case outcome_kind::no_worker:
     return api_error(503, o.error, "no_worker", "server_error");
   case outcome_kind::timed_out:
@@ -210,14 +222,23 @@ void http_frontend::serve(std::shared_ptr<runtime::http_exchange> ex) {
     return ex->respond(std::move(*bad));
   if (cfg_.is_adapter && cfg_.is_adapter(c.model))
     c.params.lora = c.model;
+  std::string why;
+  auto who = flow_identity_of(req.headers, cfg_.objectives, &why);
+  if (!who)
+    return ex->respond(api_error(400, why, "invalid_priority"));
+  c.params.flow = std::move(who->flow);
+  c.params.band = who->band;
   if (!admit())
-    return ex->respond(busy("too many requests in flight"));
+    return ex->respond(
+      shed(shed_reason::saturated,
+           "too many requests in flight (--http-max-in-flight)"));
   if (!c.prompt_text && !c.chat)
     return run(std::move(ex), std::move(c));
   if (!tokenize_pool_->try_run(
         [this, ex, c]() mutable { tokenize(ex, std::move(c)); })) {
     finished();
-    ex->respond(busy("too many prompts waiting to be tokenized"));
+    ex->respond(
+      shed(shed_reason::saturated, "too many prompts waiting to be tokenized"));
   }
 }
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,7 +24,7 @@ struct frontend_config {
   runtime::http_limits http;
   api_limits api;
   /// Requests generating at once (none holds a thread: the dispatcher is
-  /// asynchronous); beyond it: 503 with Retry-After.
+  /// asynchronous); beyond it: 429 with Retry-After.
   size_t max_in_flight = 10000;
   /// --http-tls: the certificate chain, key and (mutual TLS) CA, as PEM.
   struct tls_pem {
@@ -42,6 +43,9 @@ struct frontend_config {
   std::string chat_template_error;
   /// Threads that tokenize prompts (never the I/O threads).
   size_t tokenizer_threads = 2;
+  /// Flow control: the priority of each x-gateway-inference-objective name
+  /// (--flow-objectives).
+  std::map<std::string, int> objectives;
 };
 
 /// The OpenAI-compatible HTTP frontend on the asynchronous HTTP server:
