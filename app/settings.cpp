@@ -64,6 +64,12 @@ router::router_config placement_from(const runtime::options& o) {
     rc.queue_threshold = o.get(opt::router_queue_threshold);
   rc.queue_kv_share = o.get(opt::router_queue_kv_share);
   rc.priority_overlap = priority_overlap(o);
+  const auto& affinity = o.get(opt::session_affinity);
+  rc.session.mode = affinity == "hard"   ? router::session_mode::hard
+                    : affinity == "soft" ? router::session_mode::soft
+                                         : router::session_mode::off;
+  rc.session.margin = o.get(opt::session_margin);
+  rc.session.ttl = o.get(opt::session_ttl);
   return rc;
 }
 
@@ -161,6 +167,9 @@ router_settings_from(const runtime::options& o, std::string* why) {
   if (!objectives)
     return std::nullopt;
   s.frontend.objectives = std::move(*objectives);
+  s.frontend.session_header = o.get(opt::session_header);
+  for (auto& ch : s.frontend.session_header)
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (o.get(opt::router_conditional_disagg)) {
     if (s.placement.mode != engine::router_mode::kv) {
       *why = "--router-conditional-disagg needs --router-mode kv (the "

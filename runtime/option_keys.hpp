@@ -103,6 +103,10 @@ struct option_key {
   X(flow_band_cap, "flow-band-cap", integer)                                   \
   X(flow_quantum, "flow-quantum", integer)                                     \
   X(flow_objectives, "flow-objectives", string)                                \
+  X(session_affinity, "session-affinity", string)                              \
+  X(session_header, "session-header", string)                                  \
+  X(session_margin, "session-margin", number)                                  \
+  X(session_ttl, "session-ttl", duration)                                      \
   X(tokenizer, "tokenizer", string)                                            \
   X(tokenizer_threads, "tokenizer-threads", integer)                           \
   X(chat_template, "chat-template", string)                                    \

@@ -340,6 +340,24 @@ std::vector<option_spec> make_specs() {
          "queue's deficit round robin: flows share a band by the tokens "
          "they would have computed, not by their number of requests",
          "--flow-quantum 8192", {}, 1, 1 << 24),
+    make("session-affinity", ot::string, "off",
+         "router: the turns of a session (requests with the same "
+         "--session-header) go back to the worker of the last one: hard "
+         "(always, while it can take them), soft (while its cost is within "
+         "--session-margin of the best worker's) or off",
+         "--session-affinity soft", {"off", "soft", "hard"}),
+    make("session-header", ot::string, "x-session-id",
+         "router: the request header naming a session (also read from gRPC "
+         "metadata)",
+         "--session-header x-conversation-id"),
+    make("session-margin", ot::number, "0.25",
+         "router, soft session affinity: the session's worker is kept while "
+         "its cost is at most the best worker's times 1 + this, plus a block",
+         "--session-margin 0.5"),
+    make("session-ttl", ot::duration, "10m",
+         "router: a session not seen for this long is forgotten (at most "
+         "100,000 are remembered, the least recently used go first)",
+         "--session-ttl 30m"),
     make("flow-objectives", ot::string, "{}",
          "router: priority of each x-gateway-inference-objective name, as a "
          "JSON object of integers (-100..100, higher first; an objective not "

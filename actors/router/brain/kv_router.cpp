@@ -231,6 +231,14 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
         st.stats.decisions->inc();
         st.stats.prompt_blocks->inc(d.prompt_blocks);
         st.stats.cached_blocks->inc(d.overlap_blocks);
+        if (!d.session_outcome.empty())
+          runtime::global_metrics()
+            .get_counter("outrider_router_session_decisions_total",
+                         "Session affinity: a session's request back to its "
+                         "worker (kept), away from it (moved, soft mode) "
+                         "or with none remembered (new)",
+                         {{"outcome", d.session_outcome}})
+            .inc();
         st.decisions.record(d);
       }
       return d;

@@ -26,6 +26,7 @@ class migration_run : public std::enable_shared_from_this<migration_run> {
     req_->exclude = exclude_;
     req_->flow = p_.flow;
     req_->band = p_.band;
+    req_->session = p_.session;
     seams_->place(req_, [self = shared_from_this()](route_decision d) {
       self->placed(std::move(d));
     });

@@ -49,6 +49,8 @@ struct generate_params {
   /// Flow control: the tenant's flow (fairness id) and priority band.
   std::string flow;
   int band = 0;
+  /// Session affinity: the conversation (its session header), or empty.
+  std::string session;
 };
 
 /// How a request ended, one vocabulary for both frontends: each maps it to

@@ -13,7 +13,7 @@ using engine::worker_role;
 
 placement::placement(router_config cfg, clock_fn now, uint64_t seed)
   : cfg_(std::move(cfg)), now_(std::move(now)), rng_(seed),
-    index_(kv::block_hash_seed, cfg_.tiers) {}
+    index_(kv::block_hash_seed, cfg_.tiers), sessions_(cfg_.session) {}
 
 int64_t placement::engine_used(const slot_info& s) const {
   return s.engine_used >= 0 && now_() - s.engine_at <= cfg_.engine_load_fresh
@@ -227,7 +227,8 @@ route_decision placement::place(const route_request& req) {
         n, c.overlap_blocks > gpu ? c.overlap_blocks - gpu : 0);
       c.offload_credit = i->second * (n - past) / n;
     }
-  auto chosen = choose(cands, prompt_blocks);
+  auto chosen =
+    follow_session(cands, prompt_blocks, choose(cands, prompt_blocks), req, d);
   auto slot = cands[chosen].slot;
   explain(d, cands, chosen, prompt_blocks);
   auto o = overlap.find(slot);

@@ -13,6 +13,7 @@
 
 #include "actors/indexer/tiered_index.hpp"
 #include "actors/router/core/flow_queue.hpp"
+#include "actors/router/core/session_table.hpp"
 #include "actors/router/core/worker_selector.hpp"
 #include "cluster/booking_note.hpp"
 #include "cluster/kv/block_hash.hpp"
@@ -35,6 +36,9 @@ struct route_request {
   /// fairness id) and priority band (higher first).
   std::string flow;
   int band = 0;
+  /// The conversation it belongs to (the session header), for session
+  /// affinity; empty: none.
+  std::string session;
 };
 
 /// Where it goes.
@@ -46,6 +50,10 @@ struct route_decision {
   bool busy = false;
   /// Turned away by the dispatcher's queue (flow control), not placed.
   shed_reason shed = shed_reason::none;
+  /// With session affinity and a session: `new` (not remembered, or its
+  /// worker is gone), `kept` (back to its worker) or `moved` (soft: its
+  /// worker cost more than the margin allows); empty otherwise.
+  std::string session_outcome;
   /// No worker (of the role) is known at all.
   bool no_worker = false;
   std::string error;
@@ -129,6 +137,9 @@ struct router_config {
   std::chrono::milliseconds engine_load_fresh{3000};
   /// A shared booking never released is forgotten after this long.
   std::chrono::milliseconds remote_booking_ttl{std::chrono::minutes{30}};
+  /// Session affinity (--session-affinity, --session-margin,
+  /// --session-ttl).
+  session_config session;
 };
 
 /// The load a (worker, rank) carries, as the router booked it.
@@ -262,6 +273,11 @@ class placement {
                 const std::unordered_map<uint32_t, uint32_t>& overlap) const;
   selector_config selector() const; // with the workers' block size
   size_t choose(const std::vector<candidate>& cands, uint32_t prompt_blocks);
+  /// The session's worker instead of `pick`, as its mode allows; records
+  /// where the session goes.
+  size_t follow_session(const std::vector<candidate>& cands,
+                        uint32_t prompt_blocks, size_t pick,
+                        const route_request& req, route_decision& d);
   void explain(route_decision& d, const std::vector<candidate>& cands,
                size_t chosen, uint32_t prompt_blocks) const;
   void predict(booking& b, const std::vector<uint64_t>& seq);
@@ -274,6 +290,7 @@ class placement {
   std::mt19937_64 rng_;
   uint32_t block_size_ = 0; // the first worker's; others must match
   indexer::tiered_index index_;
+  session_table sessions_;
   std::map<std::string, cluster::worker_record> workers_;
   std::map<std::string, std::vector<uint32_t>> worker_slots_;
   std::vector<slot_info> slots_;

@@ -20,6 +20,7 @@ inline constexpr const char* priority_header = "x-outrider-priority";
 struct flow_identity {
   std::string flow;
   int band = 0;
+  std::string session; // session affinity's key, where the caller reads one
 };
 
 /// `--flow-objectives`: a JSON object of objective names to priorities

@@ -125,6 +125,7 @@ class generate_call final
     p.deadline = deadline;
     p.flow = std::move(who.flow);
     p.band = who.band;
+    p.session = std::move(who.session);
     oe::GenerateResponse first;
     first.set_request_id(id_);
     first.mutable_prompt()->set_num_prompt_tokens(
@@ -312,6 +313,8 @@ class inference final : public oe::Inference::CallbackService {
     auto who = flow_identity_of(headers, s_.lim.objectives, &why);
     if (!who)
       return new refused({StatusCode::INVALID_ARGUMENT, why});
+    if (auto sid = headers.find(s_.lim.session_header); sid != headers.end())
+      who->session = sid->second.substr(0, 256);
     auto deadline = ctx->deadline();
     return new generate_call(s_, ctx, *in,
                              deadline ==

@@ -36,6 +36,7 @@ class grpc_frontend {
     size_t max_queued_bytes = 4 << 20;
     /// Flow control: priorities of x-gateway-inference-objective names.
     std::map<std::string, int> objectives;
+    std::string session_header = "x-session-id";
   };
   grpc_frontend(dispatcher& d, std::function<std::vector<std::string>()> models,
                 limits lim);

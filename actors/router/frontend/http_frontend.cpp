@@ -228,6 +228,9 @@ void http_frontend::serve(std::shared_ptr<runtime::http_exchange> ex) {
     return ex->respond(api_error(400, why, "invalid_priority"));
   c.params.flow = std::move(who->flow);
   c.params.band = who->band;
+  if (auto sid = req.headers.find(cfg_.session_header);
+      sid != req.headers.end())
+    c.params.session = sid->second.substr(0, 256);
   if (!admit())
     return ex->respond(
       shed(shed_reason::saturated,

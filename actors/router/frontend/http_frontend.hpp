@@ -46,6 +46,8 @@ struct frontend_config {
   /// Flow control: the priority of each x-gateway-inference-objective name
   /// (--flow-objectives).
   std::map<std::string, int> objectives;
+  /// Session affinity: the header naming a session (lower-case).
+  std::string session_header = "x-session-id";
 };
 
 /// The OpenAI-compatible HTTP frontend on the asynchronous HTTP server:
