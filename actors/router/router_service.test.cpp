@@ -23,20 +23,23 @@ router::router_settings defaults() {
   return s;
 }
 
-caf::actor_system_config& config() {
-  static caf::actor_system_config cfg = [] {
-    caf::actor_system_config c;
-    add_error_category(c);
-    return c;
-  }();
-  return cfg;
-}
+// CAF's test scheduler: no actor runs here (none is needed), and no CAF
+// thread either (CAF comes uninstrumented: TSan would report its own
+// shutdown against us).
+struct caf_config : caf::actor_system_config {
+  caf_config() {
+    outrider::add_error_category(*this);
+    set("scheduler.policy", caf::atom("testing"));
+    set("logger.verbosity", caf::atom("quiet"));
+  }
+};
 
 } // namespace
 
 TEST_CASE("router service: listens and is ready at once without a worker "
           "count, and stop ends admission and closes the frontend, once") {
-  caf::actor_system sys{config()};
+  caf_config cfg;
+  caf::actor_system sys{cfg};
   runtime::embedded_env host{sys, "router"};
   auto disc = std::make_shared<cluster::memory_discovery>();
   router::service svc{host.env(), defaults(), disc};
@@ -58,7 +61,8 @@ TEST_CASE("router service: listens and is ready at once without a worker "
 
 TEST_CASE("router service: with a worker count it is not ready until that "
           "many can be placed on") {
-  caf::actor_system sys{config()};
+  caf_config cfg;
+  caf::actor_system sys{cfg};
   runtime::embedded_env host{sys, "router"};
   auto disc = std::make_shared<cluster::memory_discovery>();
   auto s = defaults();
