@@ -332,7 +332,8 @@ std::vector<option_spec> make_specs() {
          "ttl-expired)",
          "--queue-timeout 30s"),
     make("flow-band-cap", ot::integer, "5000",
-         "router: requests waiting in one priority band at most; beyond: 429 "
+         "router: requests waiting in one priority band at most; beyond, the "
+         "newest of the flow with the most waiting is shed: 429 "
          "(x-outrider-dropped-reason: saturated)",
          "--flow-band-cap 1000", {}, 1, 1000000),
     make("flow-quantum", ot::integer, "4096",
