@@ -149,6 +149,7 @@ router_settings_from(const runtime::options& o, std::string* why) {
   s.http_tls = o.get(opt::http_tls);
   s.grpc_port = static_cast<int>(o.get(opt::grpc_port));
   s.grpc_max_streams = static_cast<size_t>(o.get(opt::grpc_max_streams));
+  s.grpc_limits.idle_timeout = o.get(opt::grpc_idle_timeout);
   s.tokenizer_dir = o.get(opt::tokenizer);
   s.chat_template_file = o.get(opt::chat_template);
   s.migration_limit = static_cast<int>(o.get(opt::migration_limit));
@@ -197,6 +198,7 @@ sidecar::sidecar_settings sidecar_settings_from(const runtime::options& o) {
   s.relay_port = static_cast<int>(o.get(opt::relay_port));
   s.advertise_host = advertised_host(o);
   s.relay_max_streams = static_cast<size_t>(o.get(opt::relay_max_streams));
+  s.grpc_limits.idle_timeout = o.get(opt::grpc_idle_timeout);
   s.shutdown_engine_on_gap = o.get(opt::on_kv_gap) == "shutdown-engine";
   s.kv_max_message_bytes = o.get(opt::kv_max_message_bytes);
   s.kv_max_batch_events = static_cast<size_t>(o.get(opt::kv_max_batch_events));

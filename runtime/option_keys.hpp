@@ -79,6 +79,7 @@ struct option_key {
   X(http_send_timeout, "http-send-timeout", duration)                          \
   X(grpc_port, "grpc-port", integer)                                           \
   X(grpc_max_streams, "grpc-max-streams", integer)                             \
+  X(grpc_idle_timeout, "grpc-idle-timeout", duration)                          \
   X(request_timeout, "request-timeout", duration)                              \
   X(dispatch, "dispatch", string)                                              \
   X(router_mode, "router-mode", string)                                        \

@@ -245,6 +245,11 @@ std::vector<option_spec> make_specs() {
          "router: Generate streams the gRPC frontend carries at once; "
          "beyond: RESOURCE_EXHAUSTED",
          "--grpc-max-streams 20000", {}, 1, 1000000),
+    make("grpc-idle-timeout", ot::duration, "5m",
+         "router and sidecar: a gRPC connection (the router's --grpc-port, a "
+         "sidecar's relay) with no call in progress for this long is closed; "
+         "one that has not finished its handshake in 10 s is dropped",
+         "--grpc-idle-timeout 1m"),
     make("request-timeout", ot::duration, "30m",
          "router: a request's whole time; every engine call it makes has "
          "this deadline (504 beyond)",

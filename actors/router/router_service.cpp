@@ -137,9 +137,12 @@ bool start_frontends(runtime::role_env& ctx, const router_settings& s,
   if (port <= 0)
     return true;
   // The HTTP frontend's send deadline and queue bound hold here too.
-  grpc_frontend::limits lim{s.grpc_max_streams, s.frontend.http.send_timeout,
+  grpc_frontend::limits lim{s.grpc_max_streams,
+                            s.frontend.http.send_timeout,
                             s.frontend.http.max_queued_bytes,
-                            s.frontend.objectives, s.frontend.session_header};
+                            s.frontend.objectives,
+                            s.frontend.session_header,
+                            s.grpc_limits};
   parts.grpc = std::make_unique<grpc_frontend>(*parts.dispatch, models, lim);
   if (auto gerr = parts.grpc->start(host, static_cast<uint16_t>(port),
                                     cluster::server_credentials(parts.tls));

@@ -9,6 +9,7 @@
 #include "actors/router/core/placement.hpp"
 #include "actors/router/frontend/http_frontend.hpp"
 #include "cluster/discovery_from.hpp"
+#include "cluster/grpc_server_limits.hpp"
 #include "cluster/tls.hpp"
 
 namespace outrider::router {
@@ -24,7 +25,8 @@ struct router_settings {
   bool http_tls = false;
   int grpc_port = 0; // 0: no gRPC frontend
   size_t grpc_max_streams = 0;
-  std::string tokenizer_dir;      // --tokenizer; empty: token ids only
+  cluster::grpc_server_limits grpc_limits; // --grpc-idle-timeout
+  std::string tokenizer_dir;               // --tokenizer; empty: token ids only
   std::string chat_template_file; // --chat-template; empty: the tokenizer's
   int migration_limit = 0;
   std::optional<disagg_config> disagg; // --router-conditional-disagg

@@ -136,6 +136,7 @@ caf::error relay::start() {
                              ? impl_->cfg.credentials
                              : grpc::InsecureServerCredentials(),
                            &port);
+  cluster::apply(builder, impl_->cfg.limits);
   builder.RegisterService(impl_->inference_service.get());
   builder.RegisterService(impl_->control_service.get());
   impl_->server = builder.BuildAndStart();

@@ -9,6 +9,7 @@
 #include "actors/indexer/indexer_actor.hpp"
 #include "actors/sidecar/event_hub.hpp"
 #include "cluster/engine/vocabulary.hpp"
+#include "cluster/grpc_server_limits.hpp"
 #include "runtime/actor_slot.hpp"
 #include "runtime/status.hpp"
 
@@ -30,6 +31,7 @@ struct relay_config {
     10000; // Generate streams at once; then RESOURCE_EXHAUSTED
   /// How routers' calls are secured (--tls-*; null: plaintext).
   std::shared_ptr<grpc::ServerCredentials> credentials;
+  cluster::grpc_server_limits limits; // idle and handshake timeouts
 };
 
 /// The sidecar's OpenEngine server for routers: `Inference.Generate`

@@ -83,6 +83,7 @@ void start_relay(runtime::role_env& ctx, const sidecar_settings& s,
   rcfg.sys = &ctx.sys;
   rcfg.indexer = slots.indexer;
   rcfg.max_streams = s.relay_max_streams;
+  rcfg.limits = s.grpc_limits;
   auto tls = cluster::tls_from(s.tls);
   if (!tls) {
     ctx.control->request_exit(2, describe(tls.error()));

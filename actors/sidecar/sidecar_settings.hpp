@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cluster/discovery_from.hpp"
+#include "cluster/grpc_server_limits.hpp"
 #include "cluster/tls.hpp"
 
 namespace outrider::sidecar {
@@ -22,7 +23,8 @@ struct sidecar_settings {
   int relay_port = 0;         // 0: a free port, advertised
   std::string advertise_host; // the relay's host as routers are told it
   size_t relay_max_streams = 0;
-  bool shutdown_engine_on_gap = false; // --on-kv-gap shutdown-engine
+  cluster::grpc_server_limits grpc_limits; // --grpc-idle-timeout
+  bool shutdown_engine_on_gap = false;     // --on-kv-gap shutdown-engine
   int64_t kv_max_message_bytes = 0;
   size_t kv_max_batch_events = 0;
   size_t kv_tier_cap = 0; // --kv-slot-cap: blocks per rank and offload tier

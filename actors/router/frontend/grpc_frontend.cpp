@@ -8,6 +8,7 @@
 #include "actors/router/frontend/flow_identity.hpp"
 #include "cluster/engine/engine_call.hpp"
 #include "cluster/engine/token_queue.hpp"
+#include "cluster/grpc_server_limits.hpp"
 #include "openengine.grpc.pb.h"
 
 namespace outrider::router {
@@ -347,6 +348,7 @@ grpc_frontend::start(const std::string& host, uint16_t port,
   int bound = 0;
   auto address = host + ":" + std::to_string(port);
   builder.AddListeningPort(address, std::move(creds), &bound);
+  cluster::apply(builder, state_->lim.server);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (!server_ || bound == 0)

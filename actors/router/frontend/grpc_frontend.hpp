@@ -10,6 +10,7 @@
 #include <grpcpp/security/server_credentials.h>
 
 #include "actors/router/dispatch/dispatcher.hpp"
+#include "cluster/grpc_server_limits.hpp"
 
 namespace grpc {
 class Server;
@@ -37,6 +38,7 @@ class grpc_frontend {
     /// Flow control: priorities of x-gateway-inference-objective names.
     std::map<std::string, int> objectives;
     std::string session_header = "x-session-id";
+    cluster::grpc_server_limits server; // idle and handshake timeouts
   };
   grpc_frontend(dispatcher& d, std::function<std::vector<std::string>()> models,
                 limits lim);
