@@ -4,17 +4,14 @@
 #include <cstdlib>
 #include <unistd.h>
 
-#include "runtime/options.hpp"
+#include "runtime/option_table_parts.hpp"
 
 namespace outrider::runtime {
 
-namespace {
-
-using ot = option_type;
-
-option_spec make(std::string key, ot type, std::string def, std::string help,
-                 std::string example, std::vector<std::string> choices = {},
-                 int64_t min = 0, int64_t max = 0, bool hidden = false) {
+option_spec make_option(std::string key, option_type type, std::string def,
+                        std::string help, std::string example,
+                        std::vector<std::string> choices, int64_t min,
+                        int64_t max, bool hidden) {
   return option_spec{std::move(key),
                      type,
                      std::move(def),
@@ -25,6 +22,10 @@ option_spec make(std::string key, ot type, std::string def, std::string help,
                      max,
                      hidden};
 }
+
+namespace {
+
+using ot = option_type;
 
 // Private to this user: $XDG_RUNTIME_DIR (0700 by definition), else a
 // directory named for the uid under $TMPDIR or /tmp, created 0700 and
@@ -38,390 +39,313 @@ std::string default_discovery_dir() {
 }
 
 std::vector<option_spec> make_specs() {
-  return {
-    make("role", ot::string, "", "which part to run", "--role sidecar",
-         {"sidecar", "router", "all"}),
-    make("config", ot::string, "", "YAML file with any of these keys",
-         "--config cluster.yaml"),
-    make("system-host", ot::string, "127.0.0.1",
-         "address of the status server (/live, /ready, /health, /metrics)",
-         "--system-host 0.0.0.0"),
-    make("system-port", ot::integer, "9090",
-         "port of the status server (0: any)", "--system-port 9091", {}, 0,
-         65535),
-    make("log-level", ot::string, "info", "least severe log level printed",
-         "--log-level debug",
-         {"trace", "debug", "info", "warn", "error", "off"}),
-    make("log-format", ot::string, "text", "log line format",
-         "--log-format json", {"text", "json"}),
-    make("scheduler-threads", ot::integer, "0",
-         "actor scheduler threads (0: one per core)", "--scheduler-threads 2",
-         {}, 0, 256),
-    make("shutdown-timeout", ot::duration, "5s",
-         "after SIGTERM, exit anyway once this has passed",
-         "--shutdown-timeout 2s"),
-    make("supervisor-initial-backoff", ot::duration, "100ms",
-         "first delay before restarting a failed actor",
-         "--supervisor-initial-backoff 50ms"),
-    make("supervisor-max-backoff", ot::duration, "10s",
-         "the restart delay doubles up to this",
-         "--supervisor-max-backoff 30s"),
-    make("supervisor-stable-period", ot::duration, "30s",
-         "an actor up this long gets the initial delay again",
-         "--supervisor-stable-period 1m"),
-    make("supervisor-max-restarts", ot::integer, "5",
-         "restarts within the window before the supervisor gives up",
-         "--supervisor-max-restarts 10", {}, 1, 1000),
-    make("supervisor-restart-window", ot::duration, "60s",
-         "window for --supervisor-max-restarts",
-         "--supervisor-restart-window 5m"),
-    make("engine-endpoint", ot::string, "127.0.0.1:50051",
-         "the engine's gRPC address (sidecar)",
-         "--engine-endpoint 127.0.0.1:50051"),
-    make("engine-protocol", ot::string, "auto",
-         "the engine's gRPC dialect (auto: detected once from the services "
-         "the engine offers: OpenEngine, else vLLM, else SGLang)",
-         "--engine-protocol vllm", {"auto", "openengine", "vllm", "sglang"}),
-    make("engine-http", ot::string, "",
-         "the engine's HTTP address (host:port): KV event sources are read "
-         "from its GET /kv_event_sources (vLLM) where its gRPC lists none "
-         "or has no GetKvEventSources (sidecar; empty: gRPC only)",
-         "--engine-http 127.0.0.1:8000"),
-    make("on-kv-gap", ot::string, "reset",
-         "when the engine's replay cannot cover a gap: reset the rank, or "
-         "also shut the engine down (vLLM) so it restarts clean",
-         "--on-kv-gap shutdown-engine", {"reset", "shutdown-engine"}),
-    make("kv-max-message-bytes", ot::integer, "16777216",
-         "sidecar: largest KV event payload taken from the engine: a larger "
-         "live one is refused and counted, a larger replay answer is "
-         "dropped by ZeroMQ before it is read",
-         "--kv-max-message-bytes 4194304", {}, 4096, 1073741824),
-    make("kv-max-batch-events", ot::integer, "65536",
-         "sidecar: most events one KV batch may carry; a larger batch is "
-         "rejected whole and counted",
-         "--kv-max-batch-events 10000", {}, 1, 4194304),
-    make("data-dir", ot::string, "./outrider-data",
-         "sidecar: where the KV index lives (RocksDB)",
-         "--data-dir /var/lib/outrider"),
-    make("discovery", ot::string, "file",
-         "where workers are registered: file (one host), nats (a fleet: a "
-         "JetStream key-value bucket), memory (tests)",
-         "--discovery nats", {"file", "nats", "memory"}),
-    make("check-config", ot::boolean, "false",
-         "validate the options (flags, OUTRIDER_* variables, --config) and "
-         "exit: 0 and the settings that differ from the defaults when "
-         "valid, 2 and the reason when not; opens no file and no socket",
-         "outrider --config fleet-router.yaml --check-config"),
-    make("event-plane", ot::string, "grpc",
-         "how routers learn the sidecars' KV events: grpc (each router "
-         "subscribes to each sidecar) or nats (sidecars publish once on "
-         "<--nats-kv-subject>.<worker id>; routers resynchronise from a "
-         "sidecar's snapshot on a gap)",
-         "--event-plane nats", {"grpc", "nats"}),
-    make("nats-kv-subject", ot::string, "outrider.kv",
-         "event plane nats: the subject prefix of the KV batches",
-         "--nats-kv-subject prod.kv"),
-    make("share-bookings", ot::boolean, "false",
-         "router: tell the other routers over NATS what this one booked "
-         "where (request placed, prefilled, done) and count theirs in the "
-         "load, so replicas under a burst spread requests as one router "
-         "would",
-         "--share-bookings"),
-    make("nats-booking-subject", ot::string, "outrider.bookings",
-         "share-bookings: the subject the routers' booking notes go to",
-         "--nats-booking-subject prod.bookings"),
-    make("nats-url", ot::string, "nats://127.0.0.1:4222",
-         "discovery and event plane nats: the servers, comma-separated",
-         "--nats-url nats://nats-0:4222,nats://nats-1:4222"),
-    make("nats-bucket", ot::string, "outrider-workers",
-         "discovery nats: the key-value bucket of worker records",
-         "--nats-bucket prod-workers"),
-    make("nats-creds", ot::string, "",
-         "discovery nats: a credentials file (JWT and NKey seed)",
-         "--nats-creds /etc/outrider/nats.creds"),
-    make("nats-token", ot::string, "",
-         "discovery nats: an authentication token (prefer "
-         "OUTRIDER_NATS_TOKEN to a flag; never logged)",
-         "OUTRIDER_NATS_TOKEN=s3cr3t"),
-    make("nats-user", ot::string, "", "discovery nats: user name",
-         "--nats-user outrider"),
-    make("nats-password", ot::string, "",
-         "discovery nats: the user's password (prefer "
-         "OUTRIDER_NATS_PASSWORD; never logged)",
-         "OUTRIDER_NATS_PASSWORD=s3cr3t"),
-    make("discovery-dir", ot::string, default_discovery_dir(),
-         "the file backend's directory of worker records",
-         "--discovery-dir /run/outrider/discovery"),
-    make("discovery-ttl", ot::duration, "10s",
-         "a record not refreshed for this long is stale",
-         "--discovery-ttl 30s"),
-    make("worker-id", ot::string, "",
-         "this worker's name in discovery (default: host-enginePort)",
-         "--worker-id gpu0-vllm"),
-    make("relay-host", ot::string, "127.0.0.1",
-         "the sidecar's OpenEngine relay for routers: address",
-         "--relay-host 10.0.0.5"),
-    make("relay-advertise-host", ot::string, "",
-         "the relay's address as routers are told it (default: "
-         "--relay-host, or this host's name when that is a wildcard; in "
-         "Kubernetes: the pod IP)",
-         "OUTRIDER_RELAY_ADVERTISE_HOST=$(POD_IP)"),
-    make("relay-port", ot::integer, "9100",
-         "the sidecar's OpenEngine relay for routers: port (0: any, and "
-         "that one is advertised)",
-         "--relay-port 9101", {}, 0, 65535),
-    make("tls-cert", ot::string, "",
-         "TLS for the relay, the routers' calls to it and the router's gRPC "
-         "frontend: this process's certificate chain (PEM; with --tls-key)",
-         "--tls-cert /etc/outrider/tls/tls.crt"),
-    make("tls-key", ot::string, "", "TLS: the private key of --tls-cert (PEM)",
-         "--tls-key /etc/outrider/tls/tls.key"),
-    make("tls-ca", ot::string, "",
-         "TLS: the CA that signs peers' certificates (PEM); with it, servers "
-         "require client certificates (mutual TLS) and clients verify "
-         "servers against it (default: the system's roots)",
-         "--tls-ca /etc/outrider/tls/ca.crt"),
-    make("http-tls", ot::boolean, "false",
-         "router: serve the HTTP frontend over TLS with --tls-cert and "
-         "--tls-key; with --tls-ca clients must present a certificate it "
-         "signed (the status server stays plaintext for probes)",
-         "--http-tls"),
-    make("tls-server-name", ot::string, "",
-         "router: the name sidecars' certificates must carry (default: the "
-         "address dialled): one certificate for a fleet whose relays are "
-         "reached at pod IPs",
-         "--tls-server-name outrider-worker"),
-    make("relay-max-streams", ot::integer, "10000",
-         "sidecar: Generate streams the relay carries at once; beyond: "
-         "RESOURCE_EXHAUSTED",
-         "--relay-max-streams 2000", {}, 1, 1000000),
-    make("engine-startup-deadline", ot::duration, "10m",
-         "sidecar: give up if the engine is not SERVING by then",
-         "--engine-startup-deadline 15m"),
-    make("http-host", ot::string, "127.0.0.1",
-         "router: address of the OpenAI-compatible frontend",
-         "--http-host 0.0.0.0"),
-    make("http-port", ot::integer, "8000", "router: port of the frontend",
-         "--http-port 8080", {}, 0, 65535),
-    make("http-io-threads", ot::integer, "2",
-         "router: I/O threads of the frontend (they serve every connection)",
-         "--http-io-threads 4", {}, 1, 64),
-    make("http-max-connections", ot::integer, "10000",
-         "router: open frontend connections; beyond: 503 with Retry-After",
-         "--http-max-connections 50000", {}, 1, 1000000),
-    make("http-max-in-flight", ot::integer, "10000",
-         "router: requests generating at once (none holds a thread); "
-         "beyond: 429 with Retry-After",
-         "--http-max-in-flight 20000", {}, 1, 1000000),
-    make("http-max-header-bytes", ot::integer, "16384",
-         "router: request line and headers of one request (431 beyond)",
-         "--http-max-header-bytes 32768", {}, 1024, 1 << 20),
-    make("http-max-headers", ot::integer, "100",
-         "router: header fields of one request (431 beyond)",
-         "--http-max-headers 50", {}, 1, 10000),
-    make("http-max-body-bytes", ot::integer, "16777216",
-         "router: request body, after chunked decoding (413 beyond)",
-         "--http-max-body-bytes 4194304", {}, 1024, int64_t{1} << 32),
-    make("http-max-json-depth", ot::integer, "8",
-         "router: nesting of a request's JSON (the API needs 3; 400 beyond)",
-         "--http-max-json-depth 16", {}, 3, 1000),
-    make("max-prompt-tokens", ot::integer, "1000000",
-         "router: tokens of one prompt (400 beyond)",
-         "--max-prompt-tokens 131072", {}, 1, 100000000),
-    make("http-read-timeout", ot::duration, "10s",
-         "router: from a request's first byte to its last (408 beyond)",
-         "--http-read-timeout 30s"),
-    make("http-idle-timeout", ot::duration, "60s",
-         "router: a kept-alive connection waiting for its next request",
-         "--http-idle-timeout 5s"),
-    make("http-send-timeout", ot::duration, "30s",
-         "router: a response write making no progress (e.g. an SSE reader "
-         "or a gRPC client that stopped reading) ends the request",
-         "--http-send-timeout 10s"),
-    make("grpc-port", ot::integer, "8001",
-         "router: port of the OpenEngine Inference frontend (0: off)",
-         "--grpc-port 8001", {}, 0, 65535),
-    make("grpc-max-streams", ot::integer, "10000",
-         "router: Generate streams the gRPC frontend carries at once; "
-         "beyond: RESOURCE_EXHAUSTED",
-         "--grpc-max-streams 20000", {}, 1, 1000000),
-    make("grpc-idle-timeout", ot::duration, "5m",
-         "router and sidecar: a gRPC connection (the router's --grpc-port, a "
-         "sidecar's relay) with no call in progress for this long is closed; "
-         "one that has not finished its handshake in 10 s is dropped",
-         "--grpc-idle-timeout 1m"),
-    make("request-timeout", ot::duration, "30m",
-         "router: a request's whole time; every engine call it makes has "
-         "this deadline (504 beyond)",
-         "--request-timeout 10m"),
-    make("dispatch", ot::string, "relay",
-         "router: through each worker's sidecar relay, or straight to its "
-         "engine (OpenEngine or vLLM native)",
-         "--dispatch direct", {"relay", "direct"}),
-    make("router-mode", ot::string, "kv",
-         "router: kv (prefix overlap and load), round-robin or random",
-         "--router-mode round-robin", {"kv", "round-robin", "random"}),
-    make("kv-overlap-score-weight", ot::number, "1.0",
-         "router: weight of prefill blocks against decode blocks in the cost",
-         "--kv-overlap-score-weight 2"),
-    make("kv-decode-weight", ot::number, "0.1",
-         "router: weight of decode blocks (held, plus the prompt's new ones) "
-         "in the cost",
-         "--kv-decode-weight 1"),
-    make("kv-queue-weight", ot::number, "0.25",
-         "router: weight of a rank's queued prefill blocks against the "
-         "prompt's own uncached blocks (below 1: a cache hit is worth more "
-         "than its own prefill time, it frees the rank for others)",
-         "--kv-queue-weight 1"),
-    make("kv-evict-weight", ot::number, "1.5",
-         "router: extra weight of uncached prompt blocks that evict cached "
-         "ones from a full cache",
-         "--kv-evict-weight 0"),
-    make("kv-cpu-weight", ot::number, "0.8",
-         "router: what a prompt block held only in a worker's CPU offload "
-         "tier is worth against one on its GPU (1.0): loaded back, not "
-         "computed (chosen by bench/tier_weights.py, docs/benchmarks.md)",
-         "--kv-cpu-weight 0.5"),
-    make("kv-storage-weight", ot::number, "0.25",
-         "router: the same for a block held only in a storage tier (disk, "
-         "object store)",
-         "--kv-storage-weight 0"),
-    make("kv-credit-remote", ot::boolean, "false",
-         "router: credit a worker with copies its engine reports on a REMOTE "
-         "tier or another owner's tier (off: only its own)",
-         "--kv-credit-remote"),
-    make("kv-slot-cap", ot::integer, "1048576",
-         "the most blocks an index keeps per rank and offload tier, oldest "
-         "dropped first: a publisher that never removes cannot grow it "
-         "(sidecar: its store and what it forwards; router: also on GPU "
-         "when the worker reports no total)",
-         "--kv-slot-cap 200000", {}, 1, int64_t{1} << 32),
-    make("kv-priority-overlap", ot::number, "0",
-         "router, kv mode: a request whose rank caches this share of its "
-         "prompt gets priority -1, ahead of the engine's queue (engines need "
-         "priority scheduling); 0: off; --role all: 0.5 unless given",
-         "--kv-priority-overlap 0.5"),
-    make("kv-prediction-ttl", ot::duration, "5s",
-         "router: how long a prefilled prompt counts as cached on its rank "
-         "before its KV events arrive",
-         "--kv-prediction-ttl 2s"),
-    make("router-temperature", ot::number, "0",
-         "router: 0 picks the lowest cost; above 0 samples softmax(-cost/T)",
-         "--router-temperature 0.5"),
-    make("migration-limit", ot::integer, "2",
-         "router: times a broken stream moves to another worker",
-         "--migration-limit 1", {}, 0, 100),
-    make("router-conditional-disagg", ot::boolean, "false",
-         "router: prefill on prefill workers and decode on decode workers, "
-         "or prefill locally on the decode worker, by policy",
-         "--router-conditional-disagg"),
-    make("router-conditional-disagg-config", ot::string, "{}",
-         "router: the policy as JSON (policy isl_bounding|prefill_load|"
-         "isl_or_load, eff_isl_threshold, eff_isl_ratio_threshold, "
-         "prefill_busy_threshold, decode_busy_threshold)",
-         "--router-conditional-disagg-config "
-         "'{\"policy\":\"isl_or_load\",\"eff_isl_threshold\":4096}'"),
-    make("router-queue-threshold", ot::number, "0",
-         "router: queued prefill tokens above which a worker counts as busy "
-         "(0: no threshold)",
-         "--router-queue-threshold 8192"),
-    make("router-queue-kv-share", ot::number, "0.01",
-         "router, kv mode: a worker also counts as busy when the prompt blocks "
-         "waiting behind the one it is computing exceed this share of the "
-         "KV blocks its running requests leave free (waiting longer, a "
-         "prompt's cached prefix is evicted before it is admitted); 0: off",
-         "--router-queue-kv-share 0"),
-    make("queue-timeout", ot::duration, "60s",
-         "router: how long a request may wait in the router's queue while "
-         "every worker is busy; beyond: 429 (x-outrider-dropped-reason: "
-         "ttl-expired)",
-         "--queue-timeout 30s"),
-    make("flow-band-cap", ot::integer, "5000",
-         "router: requests waiting in one priority band at most; beyond, the "
-         "newest of the flow with the most waiting is shed: 429 "
-         "(x-outrider-dropped-reason: saturated)",
-         "--flow-band-cap 1000", {}, 1, 1000000),
-    make("flow-quantum", ot::integer, "4096",
-         "router: prompt tokens a flow (tenant) is credited per round of the "
-         "queue's deficit round robin: flows share a band by the tokens "
-         "they would have computed, not by their number of requests",
-         "--flow-quantum 8192", {}, 1, 1 << 24),
-    make("session-affinity", ot::string, "off",
-         "router: the turns of a session (requests with the same "
-         "--session-header) go back to the worker of the last one: hard "
-         "(always, while it can take them), soft (while its cost is within "
-         "--session-margin of the best worker's) or off",
-         "--session-affinity soft", {"off", "soft", "hard"}),
-    make("session-header", ot::string, "x-session-id",
-         "router: the request header naming a session (also read from gRPC "
-         "metadata)",
-         "--session-header x-conversation-id"),
-    make("session-margin", ot::number, "0.25",
-         "router, soft session affinity: the session's worker is kept while "
-         "its cost is at most the best worker's times 1 + this, plus a block",
-         "--session-margin 0.5"),
-    make("session-ttl", ot::duration, "10m",
-         "router: a session not seen for this long is forgotten (at most "
-         "100,000 are remembered, the least recently used go first)",
-         "--session-ttl 30m"),
-    make("flow-objectives", ot::string, "{}",
-         "router: priority of each x-gateway-inference-objective name, as a "
-         "JSON object of integers (-100..100, higher first; an objective not "
-         "named: 0)",
-         "--flow-objectives '{\"critical\":10,\"batch\":-10}'"),
-
-    make("tokenizer", ot::string, "",
-         "router: the model's folder with tokenizer.json (and "
-         "tokenizer_config.json), or GPT-2's encoder.json + vocab.bpe: text "
-         "prompts, stop strings and text out",
-         "--tokenizer /models/Qwen3-8B"),
-    make("chat-template", ot::string, "",
-         "router: a Jinja chat template file for /v1/chat/completions "
-         "(default: the tokenizer's own)",
-         "--chat-template /etc/outrider/chatml.jinja"),
-    make("chat-media-placeholder", ot::string, "<|image_pad|>",
-         "router: the text a chat's image part becomes for the template "
-         "(the model's image token); the prompt is matched against the KV "
-         "index only before the first",
-         "--chat-media-placeholder \"<image>\""),
-    make("tokenizer-threads", ot::integer, "2",
-         "router: threads that tokenize prompts (never the I/O threads)",
-         "--tokenizer-threads 4", {}, 1, 64),
-    make("served-model", ot::string, "",
-         "router: the model to serve (default: the workers')",
-         "--served-model llama-3-8b"),
-    make("sim-engines", ot::integer, "2",
-         "role all: simulated engines to start (each with a sidecar)",
-         "--sim-engines 4", {}, 1, 64),
-    make("sim-binary", ot::string, "",
-         "role all: the simulated engine (default: next to outrider)",
-         "--sim-binary /usr/local/bin/outrider-sim"),
-    make("sim-speedup", ot::number, "10",
-         "role all: the simulated engines' --speedup", "--sim-speedup 1"),
-    make("sim-kv-blocks", ot::integer, "16384",
-         "role all: KV blocks (of 16 tokens) per simulated engine",
-         "--sim-kv-blocks 65536", {}, 16, 100000000),
-    make("sim-args", ot::string, "",
-         "role all: more flags for every simulated engine, separated by "
-         "spaces (outrider-sim --help)",
-         "--sim-args \"--kv-offload-blocks 65536\""),
-    make("sim-lora-modules", ot::string, "",
-         "role all: LoRA adapters the simulated engines serve, comma "
-         "separated (requests name them as their model)",
-         "--sim-lora-modules sql,chat"),
-    make("demo-requests", ot::integer, "0",
-         "role all: run the demo workload (multi-turn conversations sharing "
-         "system prompts) of this many requests, print a summary, exit",
-         "--demo-requests 48", {}, 0, 1000000),
-    make("debug-hang-on-shutdown", ot::boolean, "false",
-         "debugging: add an actor that never stops, to exercise "
-         "--shutdown-timeout",
-         "--debug-hang-on-shutdown", {}, 0, 0, true),
-    make("debug-crash-endpoint", ot::boolean, "false",
-         "debugging: POST /debug/crash?child=NAME on the status server kills "
-         "that supervised actor (fault tests)",
-         "--debug-crash-endpoint", {}, 0, 0, true),
+  std::vector<option_spec> specs{
+    make_option("role", ot::string, "", "which part to run", "--role sidecar",
+                {"sidecar", "router", "all"}),
+    make_option("config", ot::string, "", "YAML file with any of these keys",
+                "--config cluster.yaml"),
+    make_option(
+      "system-host", ot::string, "127.0.0.1",
+      "address of the status server (/live, /ready, /health, /metrics)",
+      "--system-host 0.0.0.0"),
+    make_option("system-port", ot::integer, "9090",
+                "port of the status server (0: any)", "--system-port 9091", {},
+                0, 65535),
+    make_option("log-level", ot::string, "info",
+                "least severe log level printed", "--log-level debug",
+                {"trace", "debug", "info", "warn", "error", "off"}),
+    make_option("log-format", ot::string, "text", "log line format",
+                "--log-format json", {"text", "json"}),
+    make_option("scheduler-threads", ot::integer, "0",
+                "actor scheduler threads (0: one per core)",
+                "--scheduler-threads 2", {}, 0, 256),
+    make_option("shutdown-timeout", ot::duration, "5s",
+                "after SIGTERM, exit anyway once this has passed",
+                "--shutdown-timeout 2s"),
+    make_option("supervisor-initial-backoff", ot::duration, "100ms",
+                "first delay before restarting a failed actor",
+                "--supervisor-initial-backoff 50ms"),
+    make_option("supervisor-max-backoff", ot::duration, "10s",
+                "the restart delay doubles up to this",
+                "--supervisor-max-backoff 30s"),
+    make_option("supervisor-stable-period", ot::duration, "30s",
+                "an actor up this long gets the initial delay again",
+                "--supervisor-stable-period 1m"),
+    make_option("supervisor-max-restarts", ot::integer, "5",
+                "restarts within the window before the supervisor gives up",
+                "--supervisor-max-restarts 10", {}, 1, 1000),
+    make_option("supervisor-restart-window", ot::duration, "60s",
+                "window for --supervisor-max-restarts",
+                "--supervisor-restart-window 5m"),
+    make_option("engine-endpoint", ot::string, "127.0.0.1:50051",
+                "the engine's gRPC address (sidecar)",
+                "--engine-endpoint 127.0.0.1:50051"),
+    make_option(
+      "engine-protocol", ot::string, "auto",
+      "the engine's gRPC dialect (auto: detected once from the services "
+      "the engine offers: OpenEngine, else vLLM, else SGLang)",
+      "--engine-protocol vllm", {"auto", "openengine", "vllm", "sglang"}),
+    make_option(
+      "engine-http", ot::string, "",
+      "the engine's HTTP address (host:port): KV event sources are read "
+      "from its GET /kv_event_sources (vLLM) where its gRPC lists none "
+      "or has no GetKvEventSources (sidecar; empty: gRPC only)",
+      "--engine-http 127.0.0.1:8000"),
+    make_option(
+      "on-kv-gap", ot::string, "reset",
+      "when the engine's replay cannot cover a gap: reset the rank, or "
+      "also shut the engine down (vLLM) so it restarts clean",
+      "--on-kv-gap shutdown-engine", {"reset", "shutdown-engine"}),
+    make_option(
+      "kv-max-message-bytes", ot::integer, "16777216",
+      "sidecar: largest KV event payload taken from the engine: a larger "
+      "live one is refused and counted, a larger replay answer is "
+      "dropped by ZeroMQ before it is read",
+      "--kv-max-message-bytes 4194304", {}, 4096, 1073741824),
+    make_option(
+      "kv-max-batch-events", ot::integer, "65536",
+      "sidecar: most events one KV batch may carry; a larger batch is "
+      "rejected whole and counted",
+      "--kv-max-batch-events 10000", {}, 1, 4194304),
+    make_option("data-dir", ot::string, "./outrider-data",
+                "sidecar: where the KV index lives (RocksDB)",
+                "--data-dir /var/lib/outrider"),
+    make_option(
+      "discovery", ot::string, "file",
+      "where workers are registered: file (one host), nats (a fleet: a "
+      "JetStream key-value bucket), memory (tests)",
+      "--discovery nats", {"file", "nats", "memory"}),
+    make_option(
+      "check-config", ot::boolean, "false",
+      "validate the options (flags, OUTRIDER_* variables, --config) and "
+      "exit: 0 and the settings that differ from the defaults when "
+      "valid, 2 and the reason when not; opens no file and no socket",
+      "outrider --config fleet-router.yaml --check-config"),
+    make_option("event-plane", ot::string, "grpc",
+                "how routers learn the sidecars' KV events: grpc (each router "
+                "subscribes to each sidecar) or nats (sidecars publish once on "
+                "<--nats-kv-subject>.<worker id>; routers resynchronise from a "
+                "sidecar's snapshot on a gap)",
+                "--event-plane nats", {"grpc", "nats"}),
+    make_option("nats-kv-subject", ot::string, "outrider.kv",
+                "event plane nats: the subject prefix of the KV batches",
+                "--nats-kv-subject prod.kv"),
+    make_option(
+      "share-bookings", ot::boolean, "false",
+      "router: tell the other routers over NATS what this one booked "
+      "where (request placed, prefilled, done) and count theirs in the "
+      "load, so replicas under a burst spread requests as one router "
+      "would",
+      "--share-bookings"),
+    make_option("nats-booking-subject", ot::string, "outrider.bookings",
+                "share-bookings: the subject the routers' booking notes go to",
+                "--nats-booking-subject prod.bookings"),
+    make_option("nats-url", ot::string, "nats://127.0.0.1:4222",
+                "discovery and event plane nats: the servers, comma-separated",
+                "--nats-url nats://nats-0:4222,nats://nats-1:4222"),
+    make_option("nats-bucket", ot::string, "outrider-workers",
+                "discovery nats: the key-value bucket of worker records",
+                "--nats-bucket prod-workers"),
+    make_option("nats-creds", ot::string, "",
+                "discovery nats: a credentials file (JWT and NKey seed)",
+                "--nats-creds /etc/outrider/nats.creds"),
+    make_option("nats-token", ot::string, "",
+                "discovery nats: an authentication token (prefer "
+                "OUTRIDER_NATS_TOKEN to a flag; never logged)",
+                "OUTRIDER_NATS_TOKEN=s3cr3t"),
+    make_option("nats-user", ot::string, "", "discovery nats: user name",
+                "--nats-user outrider"),
+    make_option("nats-password", ot::string, "",
+                "discovery nats: the user's password (prefer "
+                "OUTRIDER_NATS_PASSWORD; never logged)",
+                "OUTRIDER_NATS_PASSWORD=s3cr3t"),
+    make_option("discovery-dir", ot::string, default_discovery_dir(),
+                "the file backend's directory of worker records",
+                "--discovery-dir /run/outrider/discovery"),
+    make_option("discovery-ttl", ot::duration, "10s",
+                "a record not refreshed for this long is stale",
+                "--discovery-ttl 30s"),
+    make_option("worker-id", ot::string, "",
+                "this worker's name in discovery (default: host-enginePort)",
+                "--worker-id gpu0-vllm"),
+    make_option("relay-host", ot::string, "127.0.0.1",
+                "the sidecar's OpenEngine relay for routers: address",
+                "--relay-host 10.0.0.5"),
+    make_option("relay-advertise-host", ot::string, "",
+                "the relay's address as routers are told it (default: "
+                "--relay-host, or this host's name when that is a wildcard; in "
+                "Kubernetes: the pod IP)",
+                "OUTRIDER_RELAY_ADVERTISE_HOST=$(POD_IP)"),
+    make_option("relay-port", ot::integer, "9100",
+                "the sidecar's OpenEngine relay for routers: port (0: any, and "
+                "that one is advertised)",
+                "--relay-port 9101", {}, 0, 65535),
+    make_option(
+      "tls-cert", ot::string, "",
+      "TLS for the relay, the routers' calls to it and the router's gRPC "
+      "frontend: this process's certificate chain (PEM; with --tls-key)",
+      "--tls-cert /etc/outrider/tls/tls.crt"),
+    make_option("tls-key", ot::string, "",
+                "TLS: the private key of --tls-cert (PEM)",
+                "--tls-key /etc/outrider/tls/tls.key"),
+    make_option(
+      "tls-ca", ot::string, "",
+      "TLS: the CA that signs peers' certificates (PEM); with it, servers "
+      "require client certificates (mutual TLS) and clients verify "
+      "servers against it (default: the system's roots)",
+      "--tls-ca /etc/outrider/tls/ca.crt"),
+    make_option(
+      "http-tls", ot::boolean, "false",
+      "router: serve the HTTP frontend over TLS with --tls-cert and "
+      "--tls-key; with --tls-ca clients must present a certificate it "
+      "signed (the status server stays plaintext for probes)",
+      "--http-tls"),
+    make_option(
+      "tls-server-name", ot::string, "",
+      "router: the name sidecars' certificates must carry (default: the "
+      "address dialled): one certificate for a fleet whose relays are "
+      "reached at pod IPs",
+      "--tls-server-name outrider-worker"),
+    make_option("relay-max-streams", ot::integer, "10000",
+                "sidecar: Generate streams the relay carries at once; beyond: "
+                "RESOURCE_EXHAUSTED",
+                "--relay-max-streams 2000", {}, 1, 1000000),
+    make_option("engine-startup-deadline", ot::duration, "10m",
+                "sidecar: give up if the engine is not SERVING by then",
+                "--engine-startup-deadline 15m"),
+    make_option("http-host", ot::string, "127.0.0.1",
+                "router: address of the OpenAI-compatible frontend",
+                "--http-host 0.0.0.0"),
+    make_option("http-port", ot::integer, "8000",
+                "router: port of the frontend", "--http-port 8080", {}, 0,
+                65535),
+    make_option(
+      "http-io-threads", ot::integer, "2",
+      "router: I/O threads of the frontend (they serve every connection)",
+      "--http-io-threads 4", {}, 1, 64),
+    make_option(
+      "http-max-connections", ot::integer, "10000",
+      "router: open frontend connections; beyond: 503 with Retry-After",
+      "--http-max-connections 50000", {}, 1, 1000000),
+    make_option("http-max-in-flight", ot::integer, "10000",
+                "router: requests generating at once (none holds a thread); "
+                "beyond: 429 with Retry-After",
+                "--http-max-in-flight 20000", {}, 1, 1000000),
+    make_option("http-max-header-bytes", ot::integer, "16384",
+                "router: request line and headers of one request (431 beyond)",
+                "--http-max-header-bytes 32768", {}, 1024, 1 << 20),
+    make_option("http-max-headers", ot::integer, "100",
+                "router: header fields of one request (431 beyond)",
+                "--http-max-headers 50", {}, 1, 10000),
+    make_option("http-max-body-bytes", ot::integer, "16777216",
+                "router: request body, after chunked decoding (413 beyond)",
+                "--http-max-body-bytes 4194304", {}, 1024, int64_t{1} << 32),
+    make_option(
+      "http-max-json-depth", ot::integer, "8",
+      "router: nesting of a request's JSON (the API needs 3; 400 beyond)",
+      "--http-max-json-depth 16", {}, 3, 1000),
+    make_option("max-prompt-tokens", ot::integer, "1000000",
+                "router: tokens of one prompt (400 beyond)",
+                "--max-prompt-tokens 131072", {}, 1, 100000000),
+    make_option("http-read-timeout", ot::duration, "10s",
+                "router: from a request's first byte to its last (408 beyond)",
+                "--http-read-timeout 30s"),
+    make_option("http-idle-timeout", ot::duration, "60s",
+                "router: a kept-alive connection waiting for its next request",
+                "--http-idle-timeout 5s"),
+    make_option(
+      "http-send-timeout", ot::duration, "30s",
+      "router: a response write making no progress (e.g. an SSE reader "
+      "or a gRPC client that stopped reading) ends the request",
+      "--http-send-timeout 10s"),
+    make_option("grpc-port", ot::integer, "8001",
+                "router: port of the OpenEngine Inference frontend (0: off)",
+                "--grpc-port 8001", {}, 0, 65535),
+    make_option("grpc-max-streams", ot::integer, "10000",
+                "router: Generate streams the gRPC frontend carries at once; "
+                "beyond: RESOURCE_EXHAUSTED",
+                "--grpc-max-streams 20000", {}, 1, 1000000),
+    make_option(
+      "grpc-idle-timeout", ot::duration, "5m",
+      "router and sidecar: a gRPC connection (the router's --grpc-port, a "
+      "sidecar's relay) with no call in progress for this long is closed; "
+      "one that has not finished its handshake in 10 s is dropped",
+      "--grpc-idle-timeout 1m"),
+    make_option(
+      "request-timeout", ot::duration, "30m",
+      "router: a request's whole time; every engine call it makes has "
+      "this deadline (504 beyond)",
+      "--request-timeout 10m"),
+    make_option(
+      "dispatch", ot::string, "relay",
+      "router: through each worker's sidecar relay, or straight to its "
+      "engine (OpenEngine or vLLM native)",
+      "--dispatch direct", {"relay", "direct"}),
   };
+  // Where requests go (option_table_routing.cpp), before the text options.
+  for (auto& o : routing_option_specs())
+    specs.push_back(std::move(o));
+  std::vector<option_spec> text{
+    make_option(
+      "tokenizer", ot::string, "",
+      "router: the model's folder with tokenizer.json (and "
+      "tokenizer_config.json), or GPT-2's encoder.json + vocab.bpe: text "
+      "prompts, stop strings and text out",
+      "--tokenizer /models/Qwen3-8B"),
+    make_option("chat-template", ot::string, "",
+                "router: a Jinja chat template file for /v1/chat/completions "
+                "(default: the tokenizer's own)",
+                "--chat-template /etc/outrider/chatml.jinja"),
+    make_option(
+      "chat-media-placeholder", ot::string, "<|image_pad|>",
+      "router: the text a chat's image part becomes for the template "
+      "(the model's image token); the prompt is matched against the KV "
+      "index only before the first",
+      "--chat-media-placeholder \"<image>\""),
+    make_option("tokenizer-threads", ot::integer, "2",
+                "router: threads that tokenize prompts (never the I/O threads)",
+                "--tokenizer-threads 4", {}, 1, 64),
+    make_option("served-model", ot::string, "",
+                "router: the model to serve (default: the workers')",
+                "--served-model llama-3-8b"),
+    make_option("sim-engines", ot::integer, "2",
+                "role all: simulated engines to start (each with a sidecar)",
+                "--sim-engines 4", {}, 1, 64),
+    make_option("sim-binary", ot::string, "",
+                "role all: the simulated engine (default: next to outrider)",
+                "--sim-binary /usr/local/bin/outrider-sim"),
+    make_option("sim-speedup", ot::number, "10",
+                "role all: the simulated engines' --speedup",
+                "--sim-speedup 1"),
+    make_option("sim-kv-blocks", ot::integer, "16384",
+                "role all: KV blocks (of 16 tokens) per simulated engine",
+                "--sim-kv-blocks 65536", {}, 16, 100000000),
+    make_option("sim-args", ot::string, "",
+                "role all: more flags for every simulated engine, separated by "
+                "spaces (outrider-sim --help)",
+                "--sim-args \"--kv-offload-blocks 65536\""),
+    make_option("sim-lora-modules", ot::string, "",
+                "role all: LoRA adapters the simulated engines serve, comma "
+                "separated (requests name them as their model)",
+                "--sim-lora-modules sql,chat"),
+    make_option(
+      "demo-requests", ot::integer, "0",
+      "role all: run the demo workload (multi-turn conversations sharing "
+      "system prompts) of this many requests, print a summary, exit",
+      "--demo-requests 48", {}, 0, 1000000),
+    make_option("debug-hang-on-shutdown", ot::boolean, "false",
+                "debugging: add an actor that never stops, to exercise "
+                "--shutdown-timeout",
+                "--debug-hang-on-shutdown", {}, 0, 0, true),
+    make_option(
+      "debug-crash-endpoint", ot::boolean, "false",
+      "debugging: POST /debug/crash?child=NAME on the status server kills "
+      "that supervised actor (fault tests)",
+      "--debug-crash-endpoint", {}, 0, 0, true),
+  };
+  for (auto& o : text)
+    specs.push_back(std::move(o));
+  return specs;
 }
 
 } // namespace
