@@ -56,7 +56,7 @@ parse_objectives(const std::string& json, std::string* why) {
 std::optional<flow_identity>
 flow_identity_of(const std::map<std::string, std::string>& headers,
                  const std::map<std::string, int>& objectives,
-                 std::string* why) {
+                 const std::string& session_header, std::string* why) {
   flow_identity id;
   id.flow = "default";
   if (auto a = headers.find("authorization");
@@ -88,6 +88,8 @@ flow_identity_of(const std::map<std::string, std::string>& headers,
     if (auto known = objectives.find(o->second); known != objectives.end())
       id.band = known->second;
   }
+  if (auto sid = headers.find(session_header); sid != headers.end())
+    id.session = sid->second.substr(0, 256);
   return id;
 }
 

@@ -20,7 +20,7 @@ inline constexpr const char* priority_header = "x-outrider-priority";
 struct flow_identity {
   std::string flow;
   int band = 0;
-  std::string session; // session affinity's key, where the caller reads one
+  std::string session; // session affinity's key (cut at 256 bytes), or empty
 };
 
 /// `--flow-objectives`: a JSON object of objective names to priorities
@@ -33,10 +33,10 @@ parse_objectives(const std::string& json, std::string* why);
 /// naming another), else the fairness id (cut at 64 bytes), else
 /// `default`. The band is `x-outrider-priority`, else the priority of the
 /// named objective, else 0. Nullopt and `*why` for a priority that is not
-/// an integer in -100..100.
+/// an integer in -100..100. The session is the `session_header`'s value.
 std::optional<flow_identity>
 flow_identity_of(const std::map<std::string, std::string>& headers,
                  const std::map<std::string, int>& objectives,
-                 std::string* why);
+                 const std::string& session_header, std::string* why);
 
 } // namespace outrider::router

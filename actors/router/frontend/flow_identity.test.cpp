@@ -9,44 +9,52 @@ TEST_CASE("flow identity: an API key decides the flow before a fairness id, "
   std::string why;
   auto objectives = parse_objectives(R"({"critical": 10, "batch": -10})", &why);
   REQUIRE(objectives);
-  auto none = flow_identity_of({}, *objectives, &why);
+  auto none = flow_identity_of({}, *objectives, "x-session-id", &why);
   REQUIRE(none);
   CHECK(none->flow == "default");
   CHECK(none->band == 0);
+  CHECK(none->session.empty());
+  CHECK(flow_identity_of({{"x-session-id", std::string(300, 's')}}, *objectives,
+                         "x-session-id", &why)
+          ->session == std::string(256, 's'));
 
-  auto tenant =
-    flow_identity_of({{fairness_id_header, "tenant-a"}}, *objectives, &why);
+  auto tenant = flow_identity_of({{fairness_id_header, "tenant-a"}},
+                                 *objectives, "x-session-id", &why);
   CHECK(tenant->flow == "tenant-a");
   // A key wins over a header the client may choose freely.
   auto keyed = flow_identity_of(
     {{"authorization", "Bearer sk-1"}, {fairness_id_header, "tenant-b"}},
-    *objectives, &why);
+    *objectives, "x-session-id", &why);
   auto keyed_again = flow_identity_of(
     {{"authorization", "Bearer sk-1"}, {fairness_id_header, "tenant-c"}},
-    *objectives, &why);
+    *objectives, "x-session-id", &why);
   // The first 8 bytes of SHA-256("sk-1"), never the key itself.
   CHECK(keyed->flow == "key:0f2c10bf3d128c71");
   CHECK(keyed->flow == keyed_again->flow);
-  CHECK(keyed->flow !=
-        flow_identity_of({{"authorization", "Bearer sk-2"}}, *objectives, &why)
-          ->flow);
+  CHECK(keyed->flow != flow_identity_of({{"authorization", "Bearer sk-2"}},
+                                        *objectives, "x-session-id", &why)
+                         ->flow);
   // A fairness id becomes a metric label: printable and short.
-  auto odd = flow_identity_of(
-    {{fairness_id_header, std::string(100, 'x') + "\"\\"}}, *objectives, &why);
+  auto odd =
+    flow_identity_of({{fairness_id_header, std::string(100, 'x') + "\"\\"}},
+                     *objectives, "x-session-id", &why);
   CHECK(odd->flow == std::string(64, 'x'));
 
-  CHECK(flow_identity_of({{objective_header, "critical"}}, *objectives, &why)
+  CHECK(flow_identity_of({{objective_header, "critical"}}, *objectives,
+                         "x-session-id", &why)
           ->band == 10);
-  CHECK(
-    flow_identity_of({{objective_header, "batch"}}, *objectives, &why)->band ==
-    -10);
-  CHECK(flow_identity_of({{objective_header, "unknown"}}, *objectives, &why)
+  CHECK(flow_identity_of({{objective_header, "batch"}}, *objectives,
+                         "x-session-id", &why)
+          ->band == -10);
+  CHECK(flow_identity_of({{objective_header, "unknown"}}, *objectives,
+                         "x-session-id", &why)
           ->band == 0);
   CHECK(flow_identity_of({{priority_header, "-7"}, {objective_header, "batch"}},
-                         *objectives, &why)
+                         *objectives, "x-session-id", &why)
           ->band == -7);
   for (const char* bad : {"high", "101", "-101", "1.5", "", "7 "}) {
-    CHECK_FALSE(flow_identity_of({{priority_header, bad}}, *objectives, &why));
+    CHECK_FALSE(flow_identity_of({{priority_header, bad}}, *objectives,
+                                 "x-session-id", &why));
     CHECK(why.find(priority_header) != std::string::npos);
   }
 }

@@ -311,11 +311,10 @@ class inference final : public oe::Inference::CallbackService {
     for (const auto& [k, v] : ctx->client_metadata())
       headers.emplace(std::string{k.data(), k.size()},
                       std::string{v.data(), v.size()});
-    auto who = flow_identity_of(headers, s_.lim.objectives, &why);
+    auto who =
+      flow_identity_of(headers, s_.lim.objectives, s_.lim.session_header, &why);
     if (!who)
       return new refused({StatusCode::INVALID_ARGUMENT, why});
-    if (auto sid = headers.find(s_.lim.session_header); sid != headers.end())
-      who->session = sid->second.substr(0, 256);
     auto deadline = ctx->deadline();
     return new generate_call(s_, ctx, *in,
                              deadline ==

@@ -223,14 +223,13 @@ void http_frontend::serve(std::shared_ptr<runtime::http_exchange> ex) {
   if (cfg_.is_adapter && cfg_.is_adapter(c.model))
     c.params.lora = c.model;
   std::string why;
-  auto who = flow_identity_of(req.headers, cfg_.objectives, &why);
+  auto who =
+    flow_identity_of(req.headers, cfg_.objectives, cfg_.session_header, &why);
   if (!who)
     return ex->respond(api_error(400, why, "invalid_priority"));
   c.params.flow = std::move(who->flow);
   c.params.band = who->band;
-  if (auto sid = req.headers.find(cfg_.session_header);
-      sid != req.headers.end())
-    c.params.session = sid->second.substr(0, 256);
+  c.params.session = std::move(who->session);
   if (!admit())
     return ex->respond(
       shed(shed_reason::saturated,
