@@ -17,7 +17,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t at = 1;
   std::vector<std::string_view> frames;
   while (frames.size() < want && at < size) {
-    size_t len = std::min<size_t>(data[at++], size - at);
+    size_t want_len = data[at];
+    ++at;
+    size_t len = std::min<size_t>(want_len, size - at);
     frames.emplace_back(reinterpret_cast<const char*>(data + at), len);
     at += len;
   }
