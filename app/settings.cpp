@@ -2,9 +2,11 @@
 
 #include <cctype>
 #include <sstream>
+#include <stdexcept>
 #include <unistd.h>
 
 #include "actors/router/frontend/flow_identity.hpp"
+#include "cluster/discovery.hpp"
 #include "runtime/option_keys.hpp"
 
 namespace outrider::app {
@@ -149,6 +151,8 @@ router_settings_from(const runtime::options& o, std::string* why) {
   s.http_tls = o.get(opt::http_tls);
   s.grpc_port = static_cast<int>(o.get(opt::grpc_port));
   s.grpc_max_streams = static_cast<size_t>(o.get(opt::grpc_max_streams));
+  s.epp_port = static_cast<int>(o.get(opt::epp_port));
+  s.epp_streamed = o.get(opt::epp_body_mode) == "streamed";
   s.grpc_limits.idle_timeout = o.get(opt::grpc_idle_timeout);
   s.tokenizer_dir = o.get(opt::tokenizer);
   s.chat_template_file = o.get(opt::chat_template);
@@ -190,6 +194,21 @@ sidecar::sidecar_settings sidecar_settings_from(const runtime::options& o) {
   s.engine_endpoint = o.get(opt::engine_endpoint);
   s.engine_protocol = o.get(opt::engine_protocol);
   s.engine_http = o.get(opt::engine_http);
+  s.engine_http_endpoint = o.get(opt::engine_http_endpoint);
+  if (!s.engine_http_endpoint.empty() &&
+      !cluster::valid_host_port(s.engine_http_endpoint))
+    throw std::invalid_argument("--engine-http-endpoint: '" +
+                                s.engine_http_endpoint + "' is not host:port");
+  if (s.engine_http_endpoint.empty()) {
+    // The engine's host and vLLM's HTTP port; none where that is no
+    // host:port (a Unix socket).
+    auto guess =
+      !s.engine_http.empty()
+        ? s.engine_http
+        : s.engine_endpoint.substr(0, s.engine_endpoint.rfind(':')) + ":8000";
+    if (cluster::valid_host_port(guess))
+      s.engine_http_endpoint = guess;
+  }
   s.engine_startup_deadline = o.get(opt::engine_startup_deadline);
   s.worker_id = o.get(opt::worker_id).empty()
                   ? default_worker_id(s.engine_endpoint)

@@ -30,7 +30,7 @@ bool valid_worker_id(const std::string& id) {
 }
 
 // host:port with a port in 1..65535 and a host of at most 253 characters.
-static bool valid_host_port(const std::string& s) {
+bool valid_host_port(const std::string& s) {
   auto colon = s.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon > 253 ||
       s.size() - colon - 1 > 5 || colon + 1 == s.size())
@@ -60,6 +60,8 @@ std::string to_json(const worker_record& r) {
   };
   if (!r.bootstrap_endpoint.empty())
     j["bootstrap_endpoint"] = r.bootstrap_endpoint;
+  if (!r.http_endpoint.empty())
+    j["http_endpoint"] = r.http_endpoint;
   if (!r.lora_adapters.empty())
     j["lora_adapters"] = r.lora_adapters;
   return j.dump();
@@ -105,6 +107,10 @@ std::optional<worker_record> record_from_json(const std::string& text,
     return fail("bootstrap_endpoint is not a string");
   if (!r.bootstrap_endpoint.empty() && !valid_host_port(r.bootstrap_endpoint))
     return fail("bootstrap_endpoint is not host:port");
+  if (j.contains("http_endpoint") && !str("http_endpoint", r.http_endpoint))
+    return fail("http_endpoint is not a string");
+  if (!r.http_endpoint.empty() && !valid_host_port(r.http_endpoint))
+    return fail("http_endpoint is not host:port");
   if (auto a = j.find("lora_adapters"); a != j.end()) {
     if (!a->is_array() || a->size() > max_lora_adapters)
       return fail("lora_adapters is not a list of at most " +

@@ -17,6 +17,8 @@
 namespace outrider::cluster {
 
 std::string to_json(const worker_record& r);
+/// host:port with a port in 1..65535 and a host of at most 253 characters.
+bool valid_host_port(const std::string& s);
 /// Parses and validates a record; nullopt (with `why`) when malformed.
 std::optional<worker_record> record_from_json(const std::string& text,
                                               std::string* why);

@@ -24,6 +24,10 @@ struct worker_record {
   std::string protocol; // openengine, vllm or sglang
   /// A prefill engine's bootstrap server, host:port (SGLang), else empty.
   std::string bootstrap_endpoint;
+  /// The engine's OpenAI HTTP server as a gateway reaches it, host:port of
+  /// rank 0 (rank r listens on port + r, as an InferencePool's targetPorts
+  /// list them), else empty (--engine-http-endpoint).
+  std::string http_endpoint;
   uint32_t kv_block_size = 0;
   uint64_t total_kv_blocks = 0;
   uint32_t data_parallel_size = 1;

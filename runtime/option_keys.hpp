@@ -35,6 +35,7 @@ struct option_key {
   X(engine_endpoint, "engine-endpoint", string)                                \
   X(engine_protocol, "engine-protocol", string)                                \
   X(engine_http, "engine-http", string)                                        \
+  X(engine_http_endpoint, "engine-http-endpoint", string)                      \
   X(on_kv_gap, "on-kv-gap", string)                                            \
   X(kv_max_message_bytes, "kv-max-message-bytes", integer)                     \
   X(kv_max_batch_events, "kv-max-batch-events", integer)                       \
@@ -78,6 +79,8 @@ struct option_key {
   X(http_idle_timeout, "http-idle-timeout", duration)                          \
   X(http_send_timeout, "http-send-timeout", duration)                          \
   X(grpc_port, "grpc-port", integer)                                           \
+  X(epp_port, "epp-port", integer)                                             \
+  X(epp_body_mode, "epp-body-mode", string)                                    \
   X(grpc_max_streams, "grpc-max-streams", integer)                             \
   X(grpc_idle_timeout, "grpc-idle-timeout", duration)                          \
   X(request_timeout, "request-timeout", duration)                              \

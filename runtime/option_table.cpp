@@ -92,6 +92,13 @@ std::vector<option_spec> make_specs() {
       "or has no GetKvEventSources (sidecar; empty: gRPC only)",
       "--engine-http 127.0.0.1:8000"),
     make_option(
+      "engine-http-endpoint", ot::string, "",
+      "the engine's OpenAI HTTP server as a gateway reaches it (host:port "
+      "of rank 0; rank r on port + r), advertised in the worker's record "
+      "for the router's endpoint picker (sidecar; empty: --engine-http, "
+      "else the engine's host and vLLM's port 8000)",
+      "--engine-http-endpoint 10.0.0.7:8000"),
+    make_option(
       "on-kv-gap", ot::string, "reset",
       "when the engine's replay cannot cover a gap: reset the rank, or "
       "also shut the engine down (vLLM) so it restarts clean",
@@ -261,6 +268,17 @@ std::vector<option_spec> make_specs() {
     make_option("grpc-port", ot::integer, "8001",
                 "router: port of the OpenEngine Inference frontend (0: off)",
                 "--grpc-port 8001", {}, 0, 65535),
+    make_option("epp-port", ot::integer, "0",
+                "router: port of the endpoint picker for Kubernetes "
+                "inference gateways (Envoy ext_proc, Gateway API Inference "
+                "Extension protocol v1.0.0; 0: off)",
+                "--epp-port 9002", {}, 0, 65535),
+    make_option("epp-body-mode", ot::string, "buffered",
+                "router: how the gateway's ext_proc filter sends request "
+                "bodies (its request_body_mode): buffered, or streamed "
+                "(FULL_DUPLEX_STREAMED: the endpoint goes on the headers' "
+                "answer once the body is whole)",
+                "--epp-body-mode streamed", {"buffered", "streamed"}),
     make_option("grpc-max-streams", ot::integer, "10000",
                 "router: Generate streams the gRPC frontend carries at once; "
                 "beyond: RESOURCE_EXHAUSTED",

@@ -9,6 +9,7 @@
 #include "actors/router/brain/kv_router.hpp"
 #include "actors/router/core/disagg_policy.hpp"
 #include "actors/router/dispatch/dispatcher.hpp"
+#include "actors/router/frontend/epp_server.hpp"
 #include "actors/router/frontend/grpc_frontend.hpp"
 #include "actors/router/frontend/http_frontend.hpp"
 #include "actors/router/frontend/status_page.hpp"
@@ -34,6 +35,7 @@ struct router_parts {
   std::unique_ptr<dispatcher> dispatch;
   std::unique_ptr<http_frontend> frontend;
   std::unique_ptr<grpc_frontend> grpc;
+  std::unique_ptr<epp_server> epp;               // --epp-port
   std::optional<cluster::tls_material> tls;      // --tls-*
   std::shared_ptr<cluster::nats_kv_plane> plane; // --event-plane nats
   booking_share share;                           // --share-bookings
@@ -69,6 +71,8 @@ struct router_parts {
     stopping = true;
     ready = false;
     dispatch->begin_shutdown();
+    if (epp)
+      epp->stop(); // its bookings go with its streams
     if (frontend)
       frontend->stop(grace);
     dispatch->cancel_all(std::chrono::seconds{1});
@@ -98,7 +102,38 @@ dispatcher_from(runtime::role_env& ctx, const router_settings& s,
   return std::make_unique<dispatcher>(ctx.sys, parts.brain, std::move(cfg));
 }
 
-// Both frontends; true when every one listens.
+// The endpoint picker (--epp-port), reading requests as the HTTP frontend
+// `fc` does; true when it listens or is off.
+bool start_epp(runtime::role_env& ctx, const router_settings& s,
+               router_parts& parts,
+               std::function<std::vector<std::string>()> models,
+               const frontend_config& fc) {
+  if (s.epp_port <= 0)
+    return true;
+  epp_config ec;
+  ec.prompts = prompt_tools{fc.tokenizer, fc.chat_template, fc.api};
+  ec.is_adapter = fc.is_adapter;
+  ec.objectives = fc.objectives;
+  ec.session_header = fc.session_header;
+  ec.body_mode =
+    s.epp_streamed ? epp_body_mode::streamed : epp_body_mode::buffered;
+  ec.max_body_bytes = fc.http.body_bytes;
+  ec.max_streams = s.grpc_max_streams;
+  ec.tokenizer_threads = fc.tokenizer_threads;
+  ec.server = s.grpc_limits;
+  ec.ready = [&parts] { return parts.ready.load(); };
+  parts.epp = std::make_unique<epp_server>(parts.dispatch->queue(),
+                                           std::move(models), ec);
+  auto err = parts.epp->start(s.http_host, static_cast<uint16_t>(s.epp_port),
+                              cluster::server_credentials(parts.tls));
+  if (!err.empty()) {
+    ctx.control->request_exit(1, err);
+    return false;
+  }
+  return true;
+}
+
+// The frontends; true when every one listens.
 bool start_frontends(runtime::role_env& ctx, const router_settings& s,
                      router_parts& parts) {
   const auto& host = s.http_host;
@@ -123,6 +158,8 @@ bool start_frontends(runtime::role_env& ctx, const router_settings& s,
       frontend_config::tls_pem{parts.tls->cert, parts.tls->key, parts.tls->ca};
   }
   if (!load_text(ctx, s, fc))
+    return false;
+  if (!start_epp(ctx, s, parts, models, fc))
     return false;
   parts.frontend =
     std::make_unique<http_frontend>(*parts.dispatch, models, std::move(fc));

@@ -25,6 +25,8 @@ struct router_settings {
   bool http_tls = false;
   int grpc_port = 0; // 0: no gRPC frontend
   size_t grpc_max_streams = 0;
+  int epp_port = 0;                        // 0: no endpoint picker
+  bool epp_streamed = false;               // --epp-body-mode streamed
   cluster::grpc_server_limits grpc_limits; // --grpc-idle-timeout
   std::string tokenizer_dir;               // --tokenizer; empty: token ids only
   std::string chat_template_file; // --chat-template; empty: the tokenizer's

@@ -227,7 +227,7 @@ lifecycle_actor::behavior_type lifecycle(self_ptr self, lifecycle_config cfg) {
   st.cfg = std::move(cfg);
   st.machine = std::make_unique<lifecycle_machine>(lifecycle_machine::config{
     st.cfg.worker_id, st.cfg.relay_endpoint, st.cfg.engine_endpoint,
-    st.cfg.shutdown_engine_on_gap});
+    st.cfg.shutdown_engine_on_gap, "0.1.0", st.cfg.http_endpoint});
   auto& m = runtime::global_metrics();
   st.serving_gauge = &m.get_gauge("outrider_engine_serving",
                                   "1 while the engine reports SERVING");

@@ -60,6 +60,7 @@ struct lifecycle_config {
   /// The engine's HTTP host:port: KV event sources from its
   /// `GET /kv_event_sources` where gRPC lists none ("": gRPC only).
   std::string engine_http;
+  std::string http_endpoint; // advertised for gateways (record)
   std::chrono::milliseconds startup_deadline{600000};
   std::string worker_id;
   std::string relay_endpoint;

@@ -30,6 +30,7 @@ cluster::worker_record lifecycle_machine::record() const {
   r.engine_endpoint = cfg_.engine_endpoint;
   r.protocol = info_.protocol;
   r.bootstrap_endpoint = info_.bootstrap_endpoint;
+  r.http_endpoint = cfg_.http_endpoint;
   r.kv_block_size = info_.kv_block_size;
   r.total_kv_blocks = info_.total_kv_blocks;
   r.data_parallel_size = info_.data_parallel_size;

@@ -94,6 +94,7 @@ class lifecycle_machine {
     std::string engine_endpoint;
     bool shutdown_engine_on_gap = false;
     std::string version = "0.1.0";
+    std::string http_endpoint; // the engine's OpenAI HTTP (gateways)
   };
 
   explicit lifecycle_machine(config cfg);

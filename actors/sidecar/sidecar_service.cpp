@@ -51,6 +51,7 @@ lifecycle_config lifecycle_config_from(runtime::role_env& ctx,
   cfg.engine_endpoint = s.engine_endpoint;
   cfg.engine_protocol = s.engine_protocol;
   cfg.engine_http = s.engine_http;
+  cfg.http_endpoint = s.engine_http_endpoint;
   cfg.startup_deadline = s.engine_startup_deadline;
   cfg.worker_id = s.worker_id;
   cfg.relay_endpoint = s.advertise_host + ":" + std::to_string(s.relay_port);

@@ -17,6 +17,9 @@ struct sidecar_settings {
   std::string engine_endpoint;
   std::string engine_protocol; // auto, openengine, vllm, sglang
   std::string engine_http;     // host:port of GET /kv_event_sources, or ""
+  /// The engine's OpenAI HTTP as gateways reach it (rank 0; rank r at
+  /// port + r): advertised in the record for the endpoint picker.
+  std::string engine_http_endpoint;
   std::chrono::milliseconds engine_startup_deadline{0};
   std::string worker_id;      // as registered (app/ derives a default)
   std::string relay_host;     // where the relay listens

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/router/core/endpoint_subset.hpp"
 #include "cluster/kv/block_hash.hpp"
 
 namespace outrider::router {
@@ -75,6 +76,9 @@ std::vector<candidate> placement::candidates(const route_request& req) const {
     if (!info.alive || !role_ok ||
         std::find(req.exclude.begin(), req.exclude.end(), info.worker_id) !=
           req.exclude.end())
+      continue;
+    if ((req.needs_http_endpoint && info.http_endpoint.empty()) ||
+        (req.http_subset && !in_subset(*req.http_subset, info.http_endpoint)))
       continue;
     // An adapter's request goes only where the engine serves the adapter.
     if (!req.identity.lora.empty()) {
@@ -269,6 +273,7 @@ route_decision placement::place(const route_request& req) {
   d.protocol = info.protocol;
   d.role = info.role;
   d.bootstrap_endpoint = info.bootstrap_endpoint;
+  d.http_endpoint = info.http_endpoint;
   d.rank = info.rank;
   d.overlap_blocks = overlap_blocks;
   d.prompt_blocks = static_cast<uint32_t>(seq.size());

@@ -39,6 +39,13 @@ struct route_request {
   /// The conversation it belongs to (the session header), for session
   /// affinity; empty: none.
   std::string session;
+  /// The endpoint picker's subset hint: only ranks whose HTTP endpoint
+  /// (`ip:port`, or a bare `ip` for every rank on it) is listed qualify;
+  /// none: every rank. An empty list leaves none.
+  std::optional<std::vector<std::string>> http_subset;
+  /// Only ranks a gateway can reach (their worker advertises an HTTP
+  /// endpoint): the endpoint picker's requests.
+  bool needs_http_endpoint = false;
 };
 
 /// Where it goes.
@@ -65,6 +72,7 @@ struct route_decision {
   std::string protocol;        // the engine's: openengine, vllm or sglang
   engine::worker_role role = engine::worker_role::aggregated; // the worker's
   std::string bootstrap_endpoint; // a prefill worker's (SGLang), or empty
+  std::string http_endpoint;      // the rank's OpenAI HTTP, or empty
   int rank = 0;
   uint32_t overlap_blocks = 0;
   uint32_t prompt_blocks = 0;
@@ -239,6 +247,7 @@ class placement {
     std::string bootstrap_endpoint;
     int rank = 0;
     bool alive = false;
+    std::string http_endpoint; // the rank's (record's port + rank), or ""
     uint64_t prefill_tokens = 0;
     uint64_t decode_blocks = 0;
     int64_t engine_used = -1; // engine_reported

@@ -7,6 +7,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/router/core/endpoint_subset.hpp"
+
 namespace outrider::router {
 
 using engine::worker_role;
@@ -37,9 +39,10 @@ placement::join placement::add_worker(const cluster::worker_record& r) {
     slots.push_back(static_cast<uint32_t>(slots_.size()));
     predicted_.emplace_back();
     pending_.emplace_back();
-    slots_.push_back(slot_info{
-      r.worker_id, r.role, r.relay_endpoint, r.engine_endpoint, r.protocol,
-      r.bootstrap_endpoint, static_cast<int>(rank), true, 0, 0});
+    slots_.push_back(
+      slot_info{r.worker_id, r.role, r.relay_endpoint, r.engine_endpoint,
+                r.protocol, r.bootstrap_endpoint, static_cast<int>(rank), true,
+                rank_endpoint(r.http_endpoint, rank), 0, 0});
     slots_.back().record_total =
       r.total_kv_blocks / std::max<uint32_t>(1, r.data_parallel_size);
     // The index keeps no more than the engine can hold (LMCache never

@@ -128,27 +128,8 @@ class attempts final : public attempt_seams,
     return greq;
   }
 
-  // What keys the prompt besides its tokens. Media items the client named
-  // (uuid) and measured (length) key the blocks they overlap, as engines
-  // key them; otherwise nothing at or past the first item is matched (its
-  // identifier or expansion on the engine is not known).
   kv::prompt_identity identity() const {
-    kv::prompt_identity id{lora_, cache_salt_, {}, {}};
-    bool known = !media_.empty();
-    for (const auto& m : media_)
-      known = known && !m.uuid.empty() && m.length > 0;
-    if (known) {
-      for (const auto& m : media_)
-        id.media.push_back({m.uuid, m.offset, m.length});
-      std::sort(
-        id.media.begin(), id.media.end(),
-        [](const auto& a, const auto& b) { return a.offset < b.offset; });
-      return id;
-    }
-    for (const auto& m : media_)
-      id.match_limit = std::min(id.match_limit.value_or(SIZE_MAX),
-                                static_cast<size_t>(m.offset));
-    return id;
+    return prompt_identity_of(lora_, cache_salt_, media_);
   }
 
   bool deliver(const oe::GenerateResponse& resp, generate_outcome& out,

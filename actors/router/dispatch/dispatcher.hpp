@@ -69,6 +69,9 @@ class dispatcher {
   void cancel_all(std::chrono::milliseconds wait);
   /// Requests started and not yet done.
   size_t in_flight() const { return active_.load(); }
+  /// Placement through the router actor, flow-controlled: the endpoint
+  /// picker places with it and sends nothing itself.
+  dispatch_queue& queue() { return queue_; }
   /// Requests finished over the last minute (the status page).
   const recent_window& recent() const { return recent_; }
 

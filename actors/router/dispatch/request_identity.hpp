@@ -1,5 +1,7 @@
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,30 @@ set_identity(openengine::v1::GenerateRequest& req, const std::string& lora,
     item->set_offset(m.offset);
     item->set_length(m.length);
   }
+}
+
+/// What keys the prompt besides its tokens, for placement. Media items the
+/// client named (uuid) and measured (length) key the blocks they overlap,
+/// as engines key them; otherwise nothing at or past the first item is
+/// matched (its identifier or expansion on the engine is not known).
+inline kv::prompt_identity
+prompt_identity_of(const std::string& lora, const std::string& cache_salt,
+                   const std::vector<generate_params::media_item>& media) {
+  kv::prompt_identity id{lora, cache_salt, {}, {}};
+  bool known = !media.empty();
+  for (const auto& m : media)
+    known = known && !m.uuid.empty() && m.length > 0;
+  if (known) {
+    for (const auto& m : media)
+      id.media.push_back({m.uuid, m.offset, m.length});
+    std::sort(id.media.begin(), id.media.end(),
+              [](const auto& a, const auto& b) { return a.offset < b.offset; });
+    return id;
+  }
+  for (const auto& m : media)
+    id.match_limit = std::min(id.match_limit.value_or(SIZE_MAX),
+                              static_cast<size_t>(m.offset));
+  return id;
 }
 
 } // namespace outrider::router

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/router/frontend/flow_identity.hpp"
+#include "actors/router/frontend/prompt_render.hpp"
 #include "cluster/text/text_stream.hpp"
 
 namespace outrider::router {
@@ -19,15 +20,6 @@ runtime::http_response busy(const std::string& why) {
   return r;
 }
 
-// Turned away by flow control: come back later (429), with the reason in
-// x-outrider-dropped-reason (saturated, ttl-expired); "no worker" stays 503.
-runtime::http_response shed(shed_reason reason, const std::string& why) {
-  auto r = api_error(429, why, "rate_limit_exceeded", "requests");
-  r.headers["Retry-After"] = "1";
-  r.headers["x-outrider-dropped-reason"] = to_string(reason);
-  return r;
-}
-
 // A request that did not succeed, in OpenAI's terms: the request's own
 // fault is an invalid_request_error, the rest server errors; an overloaded
 // engine says when to come back.
@@ -38,7 +30,7 @@ runtime::http_response failure(const generate_outcome& o) {
   case outcome_kind::overloaded:
     return busy(o.error);
   case outcome_kind::shed:
-    return shed(o.shed, o.error);
+    return shed_response(o.shed, o.error);
   case outcome_kind::no_worker:
     return api_error(503, o.error, "no_worker", "server_error");
   case outcome_kind::timed_out:
@@ -47,13 +39,6 @@ runtime::http_response failure(const generate_outcome& o) {
     return api_error(o.http_status(), o.error, "generation_failed",
                      "server_error");
   }
-}
-
-runtime::histogram& tokenize_seconds() {
-  static auto& h = runtime::global_metrics().get_histogram(
-    "outrider_router_tokenize_seconds", "Time to tokenize one text prompt",
-    {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1});
-  return h;
 }
 
 // The text side of one request: generated ids to text, stop strings.
@@ -140,7 +125,8 @@ class sse_format {
 http_frontend::http_frontend(dispatcher& d,
                              std::function<std::vector<std::string>()> models,
                              frontend_config cfg)
-  : dispatcher_(d), models_(std::move(models)), cfg_(cfg),
+  : dispatcher_(d), models_(std::move(models)),
+    cfg_(cfg), tools_{cfg.tokenizer, cfg.chat_template, cfg.api},
     tokenize_pool_(std::make_unique<runtime::worker_pool>(
       std::max<size_t>(1, cfg.tokenizer_threads), 4096)),
     server_("frontend",
@@ -232,15 +218,15 @@ void http_frontend::serve(std::shared_ptr<runtime::http_exchange> ex) {
   c.params.session = std::move(who->session);
   if (!admit())
     return ex->respond(
-      shed(shed_reason::saturated,
-           "too many requests in flight (--http-max-in-flight)"));
+      shed_response(shed_reason::saturated,
+                    "too many requests in flight (--http-max-in-flight)"));
   if (!c.prompt_text && !c.chat)
     return run(std::move(ex), std::move(c));
   if (!tokenize_pool_->try_run(
         [this, ex, c]() mutable { tokenize(ex, std::move(c)); })) {
     finished();
-    ex->respond(
-      shed(shed_reason::saturated, "too many prompts waiting to be tokenized"));
+    ex->respond(shed_response(shed_reason::saturated,
+                              "too many prompts waiting to be tokenized"));
   }
 }
 
@@ -252,48 +238,11 @@ void http_frontend::tokenize(const std::shared_ptr<runtime::http_exchange>& ex,
         api_error(503, shutting_down, "shutting_down", "server_error"));
     return finished();
   }
-  auto t0 = std::chrono::steady_clock::now();
-  std::vector<uint32_t> ids;
-  if (c.chat) {
-    // The template writes the special tokens (BOS included) itself.
-    std::string why;
-    auto text = render_chat(c, &why);
-    if (!text) {
-      ex->respond(api_error(400, why, "chat_template_failed"));
-      return finished();
-    }
-    ids = cfg_.tokenizer->encode(*text, false);
-    if (!c.params.media.empty())
-      place_media(
-        *text, cfg_.api.media_placeholder, ids,
-        [&](std::string_view t) { return cfg_.tokenizer->encode(t, false); },
-        c.params.media);
-  } else {
-    ids = cfg_.tokenizer->encode(*c.prompt_text);
-  }
-  auto took = std::chrono::steady_clock::now() - t0;
-  tokenize_seconds().observe(std::chrono::duration<double>(took).count());
-  c.prompt_text.reset();
-  if (ids.size() > cfg_.api.max_prompt_tokens) {
-    ex->respond(api_error(400,
-                          "the prompt has " + std::to_string(ids.size()) +
-                            " tokens; the limit is " +
-                            std::to_string(cfg_.api.max_prompt_tokens),
-                          "prompt_too_long"));
+  if (auto bad = render_prompt(tools_, c)) {
+    ex->respond(std::move(*bad));
     return finished();
   }
-  c.params.prompt = std::move(ids);
-  c.params.preprocess = took;
   run(ex, std::move(c));
-}
-
-std::optional<std::string>
-http_frontend::render_chat(const completion_request& c,
-                           std::string* why) const {
-  auto vars = nlohmann::ordered_json::parse(c.chat_vars);
-  vars["bos_token"] = cfg_.tokenizer->bos_token();
-  vars["eos_token"] = cfg_.tokenizer->eos_token();
-  return cfg_.chat_template->render(vars, why);
 }
 
 void http_frontend::run(std::shared_ptr<runtime::http_exchange> ex,

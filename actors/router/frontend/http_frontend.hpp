@@ -13,6 +13,7 @@
 #include "actors/router/dispatch/dispatcher.hpp"
 #include "actors/router/frontend/openai_api.hpp"
 #include "actors/router/frontend/openai_chat.hpp"
+#include "actors/router/frontend/prompt_render.hpp"
 #include "cluster/text/chat_template.hpp"
 #include "cluster/text/tokenizer.hpp"
 #include "runtime/http/server.hpp"
@@ -81,8 +82,6 @@ class http_frontend {
   void tokenize(const std::shared_ptr<runtime::http_exchange>& ex,
                 completion_request c);
   void run(std::shared_ptr<runtime::http_exchange> ex, completion_request c);
-  std::optional<std::string> render_chat(const completion_request& c,
-                                         std::string* why) const;
   void generate(std::shared_ptr<runtime::http_exchange> ex,
                 completion_request c);
   void stream(std::shared_ptr<runtime::http_exchange> ex, completion_request c);
@@ -97,6 +96,7 @@ class http_frontend {
   dispatcher& dispatcher_;
   std::function<std::vector<std::string>()> models_;
   frontend_config cfg_;
+  prompt_tools tools_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> cut_{false};
   std::atomic<size_t> in_flight_{0};

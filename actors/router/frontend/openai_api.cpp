@@ -223,6 +223,14 @@ parse_completion(const std::string& body,
   return std::nullopt;
 }
 
+runtime::http_response shed_response(shed_reason reason,
+                                     const std::string& why) {
+  auto r = api_error(429, why, "rate_limit_exceeded", "requests");
+  r.headers["Retry-After"] = "1";
+  r.headers["x-outrider-dropped-reason"] = to_string(reason);
+  return r;
+}
+
 runtime::http_response models_response(const std::vector<std::string>& models) {
   json data = json::array();
   for (const auto& m : models)

@@ -53,6 +53,12 @@ runtime::http_response
 api_error(int status, const std::string& message, const std::string& code,
           const std::string& type = "invalid_request_error");
 
+/// Turned away by flow control: come back later (429 with Retry-After),
+/// the reason in `x-outrider-dropped-reason` (saturated, ttl-expired); "no
+/// worker" stays 503.
+runtime::http_response shed_response(shed_reason reason,
+                                     const std::string& why);
+
 /// `GET /v1/models`.
 runtime::http_response models_response(const std::vector<std::string>& models);
 

@@ -1,0 +1,84 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/security/server_credentials.h>
+
+#include "actors/router/dispatch/dispatch_queue.hpp"
+#include "actors/router/frontend/prompt_render.hpp"
+#include "cluster/grpc_server_limits.hpp"
+
+namespace grpc {
+class Server;
+class Service;
+} // namespace grpc
+
+namespace outrider::router {
+
+/// How the gateway sends the request body (its ext_proc filter's
+/// `request_body_mode`): `buffered` — the picker answers the headers at
+/// once (Envoy waits for that before sending the body) and puts the
+/// endpoint on the answer to the whole body; `streamed` (full duplex, as
+/// the GIE's reference gateways run it) — the headers' answer waits for the
+/// last chunk of the body and carries the endpoint, each chunk is answered.
+enum class epp_body_mode { buffered, streamed };
+
+struct epp_config {
+  prompt_tools prompts;
+  /// Whether a requested model is a LoRA adapter the workers serve.
+  std::function<bool(const std::string&)> is_adapter;
+  /// Flow control and session affinity, as the HTTP frontend reads them.
+  std::map<std::string, int> objectives;
+  std::string session_header = "x-session-id";
+  epp_body_mode body_mode = epp_body_mode::buffered;
+  size_t max_body_bytes = 1 << 20; // --http-max-body-bytes
+  size_t max_streams = 10000;      // beyond: RESOURCE_EXHAUSTED
+  size_t tokenizer_threads = 2;
+  cluster::grpc_server_limits server;
+  /// `readiness` (and the ExternalProcessor's health): discovery synced.
+  std::function<bool()> ready;
+};
+
+/// The router as an endpoint picker for Kubernetes inference gateways
+/// (Gateway API Inference Extension, protocol v1.0.0; docs/wire.md, "The
+/// endpoint picker"): Envoy's `ext_proc` service on gRPC's callback API. It
+/// reads the OpenAI request the gateway holds, places it as the HTTP
+/// frontend would (KV overlap, load, flow control, session affinity; the
+/// subset hint honoured) and names the chosen rank's HTTP endpoint in the
+/// `x-gateway-destination-endpoint` header and the `envoy.lb` dynamic
+/// metadata. The booking is held until the response ends (prefilled at
+/// its headers) or the stream breaks. No endpoint: an immediate 503;
+/// shed: 429 with Retry-After and x-outrider-dropped-reason; a bad body:
+/// 400 (413 past the body limit). Reserved headers a client sent
+/// (x-gateway-destination-endpoint, x-gateway-inference-*) are removed from
+/// what goes upstream. Serves grpc.health.v1 for `liveness`, `readiness`
+/// and `envoy.service.ext_proc.v3.ExternalProcessor`.
+class epp_server {
+ public:
+  epp_server(dispatch_queue& queue,
+             std::function<std::vector<std::string>()> models, epp_config cfg);
+  ~epp_server();
+  /// Error text, or empty once listening on `host:port` (0: a free port).
+  std::string start(const std::string& host, uint16_t port,
+                    std::shared_ptr<grpc::ServerCredentials> creds =
+                      grpc::InsecureServerCredentials());
+  uint16_t port() const { return port_; }
+  void stop();
+
+  struct state; // what every stream shares
+
+ private:
+  std::shared_ptr<state> state_;
+  std::unique_ptr<grpc::Service> service_;
+  std::unique_ptr<grpc::Service> health_;
+  std::unique_ptr<grpc::Server> server_;
+  uint16_t port_ = 0;
+};
+
+} // namespace outrider::router
