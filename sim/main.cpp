@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/http/server.hpp"
+#include "sim/openai_http.hpp"
 #include "sim/sim_options.hpp"
 #include "sim/sim_server.hpp"
 
@@ -240,6 +241,22 @@ int run(int argc, char** argv) {
           debug->start(cfg.host, static_cast<uint16_t>(cfg.debug_port)))
       return fail("debug server: " + outrider::describe(err), 1);
   }
+  std::unique_ptr<openai_http> http;
+  if (cfg.http_port > 0) {
+    std::shared_ptr<const text::tokenizer> tok;
+    std::shared_ptr<const text::chat_template> chat;
+    if (!cfg.tokenizer_dir.empty()) {
+      std::string why;
+      tok = text::tokenizer::load(cfg.tokenizer_dir, &why);
+      if (!tok)
+        return fail("--tokenizer: " + why, 2);
+      if (!tok->chat_template().empty())
+        chat = text::chat_template::compile(tok->chat_template(), &why);
+    }
+    http = std::make_unique<openai_http>(engine, tok, chat);
+    if (auto err = http->start(cfg.host, cfg.http_port); !err.empty())
+      return fail(err, 1);
+  }
   std::fprintf(stderr, "outrider-sim: instance %s on %s, %d rank(s), role %s\n",
                engine.instance_id().c_str(), address.c_str(), engine.ranks(),
                outrider::engine::to_string(cfg.role));
@@ -247,6 +264,8 @@ int run(int argc, char** argv) {
   serve_until_signal(engine, cfg, signals);
   drain(engine, cfg);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds{2});
+  if (http)
+    http->stop();
   if (debug)
     debug->stop();
   std::fprintf(stderr, "outrider-sim: stopped\n");

@@ -87,28 +87,30 @@ class inference final : public oe::Inference::Service {
     if (!w->Write(first))
       return {StatusCode::CANCELLED, "the client went away"};
     uint32_t produced = 0;
-    return e_.generate(ctx, rank, std::move(req), [&](auto& outs) {
-      for (const auto& o : outs) {
-        if (o.has_token && !prefill) {
-          oe::GenerateResponse r;
-          r.set_request_id(id);
-          auto* t = r.mutable_token();
-          t->set_output_index(0);
-          t->add_tokens()->set_token_id(o.token);
-          ++produced;
-          if (!w->Write(r))
+    return e_.generate(
+      [ctx] { return ctx->IsCancelled(); }, rank, std::move(req),
+      [&](auto& outs) {
+        for (const auto& o : outs) {
+          if (o.has_token && !prefill) {
+            oe::GenerateResponse r;
+            r.set_request_id(id);
+            auto* t = r.mutable_token();
+            t->set_output_index(0);
+            t->add_tokens()->set_token_id(o.token);
+            ++produced;
+            if (!w->Write(r))
+              return false;
+          }
+          if (o.finished == finish_reason::none)
+            continue;
+          if (prefill && o.finished != finish_reason::aborted &&
+              !w->Write(prefill_ready(id, rank, prompt_len)))
+            return false;
+          if (!w->Write(finished(id, o, prefill, prompt_len, produced)))
             return false;
         }
-        if (o.finished == finish_reason::none)
-          continue;
-        if (prefill && o.finished != finish_reason::aborted &&
-            !w->Write(prefill_ready(id, rank, prompt_len)))
-          return false;
-        if (!w->Write(finished(id, o, prefill, prompt_len, produced)))
-          return false;
-      }
-      return true;
-    });
+        return true;
+      });
   }
 
  private:

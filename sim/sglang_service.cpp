@@ -96,41 +96,43 @@ class service final : public sg::SglangService::Service {
     bool prefill_leg = e_.config().engine_role_prefill();
     auto room = in->disaggregated_params().bootstrap_room();
     auto prompt_len = static_cast<uint32_t>(req.prompt.size());
-    auto st = e_.generate(ctx, rank, std::move(req), [&](auto& outs) {
-      sg::GenerateResponse resp;
-      auto& meta = *resp.mutable_meta_info();
-      for (const auto& o : outs) {
-        if (o.has_token)
-          all.push_back(static_cast<int32_t>(o.token));
-        if (first) {
-          meta["prompt_tokens"] = std::to_string(o.prompt_tokens);
-          meta["cached_tokens"] = std::to_string(o.cached_tokens);
+    auto st = e_.generate(
+      [ctx] { return ctx->IsCancelled(); }, rank, std::move(req),
+      [&](auto& outs) {
+        sg::GenerateResponse resp;
+        auto& meta = *resp.mutable_meta_info();
+        for (const auto& o : outs) {
+          if (o.has_token)
+            all.push_back(static_cast<int32_t>(o.token));
+          if (first) {
+            meta["prompt_tokens"] = std::to_string(o.prompt_tokens);
+            meta["cached_tokens"] = std::to_string(o.cached_tokens);
+          }
+          if (!cumulative_ && o.has_token)
+            resp.add_output_ids(static_cast<int32_t>(o.token));
+          if (o.finished != finish_reason::none) {
+            meta["finish_reason"] = finish_json(o.finished);
+            if (prefill_leg && o.finished != finish_reason::aborted &&
+                !hand_over(ctx, room, prompt_len, rank))
+              meta["finish_reason"] = nlohmann::json{
+                {"type", "abort"},
+                {"message", "no decode engine fetched the KV of "
+                            "bootstrap room " +
+                              std::to_string(
+                                room)}}.dump();
+            meta["completion_tokens"] = std::to_string(all.size());
+            resp.set_finished(true);
+          }
         }
-        if (!cumulative_ && o.has_token)
-          resp.add_output_ids(static_cast<int32_t>(o.token));
-        if (o.finished != finish_reason::none) {
-          meta["finish_reason"] = finish_json(o.finished);
-          if (prefill_leg && o.finished != finish_reason::aborted &&
-              !hand_over(ctx, room, prompt_len, rank))
-            meta["finish_reason"] = nlohmann::json{
-              {"type", "abort"},
-              {"message", "no decode engine fetched the KV of "
-                          "bootstrap room " +
-                            std::to_string(
-                              room)}}.dump();
-          meta["completion_tokens"] = std::to_string(all.size());
-          resp.set_finished(true);
+        if (cumulative_)
+          resp.mutable_output_ids()->Add(all.begin(), all.end());
+        first = false;
+        if (ctx->IsCancelled() || !w->Write(resp)) {
+          e_.runner(rank).abort(id); // SGLang: a dropped stream aborts
+          return false;
         }
-      }
-      if (cumulative_)
-        resp.mutable_output_ids()->Add(all.begin(), all.end());
-      first = false;
-      if (ctx->IsCancelled() || !w->Write(resp)) {
-        e_.runner(rank).abort(id); // SGLang: a dropped stream aborts
-        return false;
-      }
-      return true;
-    });
+        return true;
+      });
     return st;
   }
 

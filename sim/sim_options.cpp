@@ -24,6 +24,8 @@ namespace key {
 constexpr option_key<std::string> host{"host"};
 constexpr option_key<int64_t> grpc_port{"grpc-port"};
 constexpr option_key<int64_t> debug_port{"debug-port"};
+constexpr option_key<int64_t> http_port{"http-port"};
+constexpr option_key<std::string> tokenizer{"tokenizer"};
 constexpr option_key<std::string> model{"served-model-name"};
 constexpr option_key<int64_t> dp_size{"data-parallel-size"};
 constexpr option_key<int64_t> block_size{"block-size"};
@@ -102,6 +104,15 @@ std::vector<option_spec> make_specs() {
     integer("debug-port", c.debug_port,
             "HTTP port for ground truth and /reset_prefix_cache (0: off)",
             "--debug-port 8101", 0, 65535),
+    integer("http-port", c.http_port,
+            "OpenAI HTTP (/v1/completions, /v1/chat/completions, streaming) "
+            "as vLLM serves beside its gRPC: rank r on this port + r (0: "
+            "off)",
+            "--http-port 8000", 0, 65535),
+    spec("tokenizer", ot::string, "",
+         "a Hugging Face tokenizer directory: text prompts and chat on the "
+         "OpenAI HTTP (without: token-id prompts only)",
+         "--tokenizer /models/qwen3"),
     spec("served-model-name", ot::string, c.model, "model name",
          "--served-model-name llama"),
     integer("data-parallel-size", c.data_parallel_size, "independent ranks",
@@ -260,6 +271,8 @@ std::string to_config(const runtime::options& o, sim_config& c) {
   c.host = o.get(key::host);
   c.grpc_port = static_cast<int>(o.get(key::grpc_port));
   c.debug_port = static_cast<int>(o.get(key::debug_port));
+  c.http_port = static_cast<int>(o.get(key::http_port));
+  c.tokenizer_dir = o.get(key::tokenizer);
   c.model = o.get(key::model);
   c.data_parallel_size = static_cast<int>(o.get(key::dp_size));
   c.engine.block_size = static_cast<uint32_t>(o.get(key::block_size));

@@ -194,7 +194,7 @@ sim_engine::find_session(const std::string& id) const {
 }
 
 grpc::Status sim_engine::generate(
-  grpc::ServerContext* ctx, int rank, engine_request req,
+  const std::function<bool()>& cancelled, int rank, engine_request req,
   const std::function<bool(std::vector<token_output>&)>& write) {
   if (draining_)
     return {grpc::StatusCode::UNAVAILABLE, "the engine is shutting down"};
@@ -210,7 +210,7 @@ grpc::Status sim_engine::generate(
             why};
   for (;;) {
     auto outs = stream->wait(std::chrono::milliseconds{50});
-    if (ctx->IsCancelled())
+    if (cancelled())
       return {grpc::StatusCode::CANCELLED, "cancelled by the client"};
     bool done = false;
     for (const auto& o : outs)

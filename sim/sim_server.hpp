@@ -25,7 +25,9 @@ using engine_role = outrider::engine::worker_role;
 struct sim_config {
   std::string host = "127.0.0.1";
   int grpc_port = 50051;
-  int debug_port = 0; // 0: no debug HTTP
+  int debug_port = 0;        // 0: no debug HTTP
+  int http_port = 0;         // OpenAI HTTP, rank r on http_port + r; 0: none
+  std::string tokenizer_dir; // text and chat on the OpenAI HTTP
   /// Requests a rank lets wait before refusing more with
   /// RESOURCE_EXHAUSTED (an overloaded engine); 0: no limit.
   uint32_t max_waiting = 0;
@@ -126,10 +128,11 @@ class sim_engine {
   /// SGLang's bootstrap rooms (prefill engines).
   bootstrap_rooms& rooms() { return rooms_; }
 
-  /// Runs a request to its end, handing outputs to `write` (false: stop).
-  /// Cancellation by the client does not abort the request (vLLM's rule).
+  /// Runs a request to its end, handing outputs to `write` (false: stop),
+  /// until `cancelled` says the client went. Cancellation does not abort
+  /// the request (vLLM's rule).
   grpc::Status
-  generate(grpc::ServerContext* ctx, int rank, engine_request req,
+  generate(const std::function<bool()>& cancelled, int rank, engine_request req,
            const std::function<bool(std::vector<token_output>&)>& write);
 
  private:

@@ -180,7 +180,8 @@ class inference final : public vllm::Inference::Service {
         e_.config().transfer_ms_per_block * static_cast<double>(blocks) /
         e_.config().speedup));
     }
-    return e_.generate(ctx, rank, std::move(req), write);
+    return e_.generate([ctx] { return ctx->IsCancelled(); }, rank,
+                       std::move(req), write);
   }
 
   sim_engine& e_;
