@@ -276,8 +276,9 @@ std::vector<option_spec> make_specs() {
     make_option("epp-body-mode", ot::string, "buffered",
                 "router: how the gateway's ext_proc filter sends request "
                 "bodies (its request_body_mode): buffered, or streamed "
-                "(FULL_DUPLEX_STREAMED: the endpoint goes on the headers' "
-                "answer once the body is whole)",
+                "(STREAMED with send_body_without_waiting_for_header_"
+                "response: the endpoint goes on the headers' answer once "
+                "the body is whole)",
                 "--epp-body-mode streamed", {"buffered", "streamed"}),
     make_option("grpc-max-streams", ot::integer, "10000",
                 "router: Generate streams the gRPC frontend carries at once; "

@@ -167,6 +167,50 @@ class gateway_call {
     return out;
   }
 
+  // Streamed bodies sent without waiting for the headers' answer (Envoy's
+  // STREAMED with send_body_without_waiting_for_header_response, as the
+  // GIE's streaming gateways send them): headers and the body in two
+  // chunks; once the body is whole the picker answers the headers (with the
+  // endpoint), then each chunk, in order.
+  picked pick_streamed(const std::string& body) {
+    picked out;
+    pb::ProcessingRequest hreq;
+    auto* h = hreq.mutable_request_headers();
+    add_header(h, ":method", "POST");
+    add_header(h, ":path", "/v1/completions");
+    REQUIRE(rw_->Write(hreq));
+    auto half = body.size() / 2;
+    for (int part = 0; part < 2; ++part) {
+      pb::ProcessingRequest b;
+      b.mutable_request_body()->set_body(part == 0 ? body.substr(0, half)
+                                                   : body.substr(half));
+      b.mutable_request_body()->set_end_of_stream(part == 1);
+      REQUIRE(rw_->Write(b));
+    }
+    pb::ProcessingResponse resp;
+    REQUIRE(rw_->Read(&resp));
+    if (resp.has_immediate_response())
+      return immediate(resp, out);
+    REQUIRE(resp.has_request_headers());
+    out.endpoint =
+      header_value(resp.request_headers().response().header_mutation(),
+                   "x-gateway-destination-endpoint");
+    out.meta_endpoint = resp.dynamic_metadata()
+                          .fields()
+                          .at("envoy.lb")
+                          .struct_value()
+                          .fields()
+                          .at("x-gateway-destination-endpoint")
+                          .string_value();
+    REQUIRE(rw_->Read(&resp));
+    CHECK(resp.has_request_body()); // the first chunk
+    CHECK(resp.request_body().response().header_mutation().set_headers_size() ==
+          0);
+    REQUIRE(rw_->Read(&resp));
+    CHECK(resp.has_request_body()); // the last chunk
+    return out;
+  }
+
   // The response leg: headers naming the endpoint that served, the body.
   void served(const std::string& endpoint, const std::string& body) {
     pb::ProcessingRequest r;
@@ -367,6 +411,24 @@ TEST_CASE("endpoint picker: the subset hint, 503 with no endpoint, 429 "
       }
     }
   }
+}
+
+TEST_CASE("endpoint picker: streamed bodies get the endpoint on the "
+          "headers' answer once the body is whole, answers in order") {
+  epp_cluster c{2, {"--epp-body-mode", "streamed"}};
+  auto prefix = tokens(3000, 64);
+  int cached = 0;
+  for (uint32_t i = 0; i < 4; ++i) {
+    gateway_call call{c};
+    auto body = completion(concat(prefix, tokens(9000 + 50 * i, 8)));
+    auto p = call.pick_streamed(body);
+    REQUIRE_FALSE(p.immediate);
+    CHECK(p.endpoint == p.meta_endpoint);
+    cached += run_on(p.endpoint, body);
+    call.served(p.endpoint, "{}");
+    CHECK(call.finish().ok());
+  }
+  CHECK(cached == 3 * 64); // the prefix found where it went first
 }
 
 TEST_CASE("endpoint picker: with no worker at all, 503") {

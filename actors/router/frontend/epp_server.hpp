@@ -24,9 +24,12 @@ namespace outrider::router {
 /// How the gateway sends the request body (its ext_proc filter's
 /// `request_body_mode`): `buffered` — the picker answers the headers at
 /// once (Envoy waits for that before sending the body) and puts the
-/// endpoint on the answer to the whole body; `streamed` (full duplex, as
-/// the GIE's reference gateways run it) — the headers' answer waits for the
-/// last chunk of the body and carries the endpoint, each chunk is answered.
+/// endpoint on the answer to the whole body; `streamed` — chunks come
+/// without waiting for the headers' answer (Envoy's STREAMED with
+/// send_body_without_waiting_for_header_response): that answer waits for
+/// the last chunk and carries the endpoint, then each chunk is answered, in
+/// order. FULL_DUPLEX_STREAMED, where the answers must carry the body back
+/// (`streamed_response`), is not in the pinned revision (docs/wire.md).
 enum class epp_body_mode { buffered, streamed };
 
 struct epp_config {
