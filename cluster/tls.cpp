@@ -66,12 +66,13 @@ caf::expected<std::optional<tls_material>> tls_from(const tls_files& files) {
 }
 
 std::shared_ptr<grpc::ServerCredentials>
-server_credentials(const std::optional<tls_material>& m) {
+server_credentials(const std::optional<tls_material>& m, bool client_certs) {
   if (!m)
     return grpc::InsecureServerCredentials();
   grpc::SslServerCredentialsOptions o{
-    m->ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                  : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY};
+    m->ca.empty() || !client_certs
+      ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+      : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY};
   o.pem_root_certs = m->ca;
   o.pem_key_cert_pairs.push_back({m->key, m->cert});
   return grpc::SslServerCredentials(o);

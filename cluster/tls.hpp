@@ -39,9 +39,11 @@ caf::expected<tls_material> load_tls(const tls_files& files);
 /// nullopt when no TLS option is set; else `load_tls`.
 caf::expected<std::optional<tls_material>> tls_from(const tls_files& files);
 
-/// TLS (mutual with a CA) when `m` is set, plaintext otherwise.
+/// TLS (mutual with a CA, unless `client_certs` is false) when `m` is set,
+/// plaintext otherwise.
 std::shared_ptr<grpc::ServerCredentials>
-server_credentials(const std::optional<tls_material>& m);
+server_credentials(const std::optional<tls_material>& m,
+                   bool client_certs = true);
 std::shared_ptr<grpc::ChannelCredentials>
 channel_credentials(const std::optional<tls_material>& m);
 

@@ -124,8 +124,11 @@ bool start_epp(runtime::role_env& ctx, const router_settings& s,
   ec.ready = [&parts] { return parts.ready.load(); };
   parts.epp = std::make_unique<epp_server>(parts.dispatch->queue(),
                                            std::move(models), ec);
-  auto err = parts.epp->start(s.http_host, static_cast<uint16_t>(s.epp_port),
-                              cluster::server_credentials(parts.tls));
+  // TLS with the router's certificate, no client certificate asked:
+  // inference gateways verify the picker, but present none by default.
+  auto err = parts.epp->start(
+    s.http_host, static_cast<uint16_t>(s.epp_port),
+    cluster::server_credentials(parts.tls, /*client_certs=*/false));
   if (!err.empty()) {
     ctx.control->request_exit(1, err);
     return false;

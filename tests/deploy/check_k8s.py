@@ -59,9 +59,20 @@ def run_check_config(outrider, config_text, env):
 
 
 def pod_env(container):
+    """The container's environment as the kubelet makes it: the pod's IP
+    for status.podIP, $(VAR) references expanded."""
     env = {}
     for e in container.get("env", []):
-        env[e["name"]] = "10.0.0.7" if "HOST" in e["name"] else "x-1"
+        field = e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+        if field == "status.podIP" or "HOST" in e["name"]:
+            env[e["name"]] = "10.0.0.7"
+        elif "value" in e:
+            v = e["value"]
+            for k, val in env.items():
+                v = v.replace(f"$({k})", val)
+            env[e["name"]] = v
+        else:
+            env[e["name"]] = "x-1"
     return env
 
 
@@ -145,6 +156,37 @@ def check_router(docs, router, outrider):
           f"router settings with the pod's environment: rc {rc}: {out}")
 
 
+def check_inference_pool(docs, router):
+    """The InferencePool selects the workers, targets the engine's OpenAI
+    HTTP port the sidecars advertise, and names the routers' picker."""
+    pool = docs[("InferencePool", "outrider-pool")]
+    check(pool["apiVersion"] == "inference.networking.k8s.io/v1",
+          "InferencePool: not inference.networking.k8s.io/v1")
+    spec = pool["spec"]
+    worker = docs[("Deployment", "outrider-worker")]["spec"]["template"]
+    labels = worker["metadata"]["labels"]
+    check(all(labels.get(k) == v for k, v in spec["selector"]["matchLabels"].items()),
+          "InferencePool: the selector does not match the worker pods")
+    main = [c for c in worker["spec"]["containers"] if c["name"] == "main"][0]
+    side = worker["spec"]["initContainers"][0]
+    target = spec["targetPorts"][0]["number"]
+    check(port_of(main, "http") == target,
+          "InferencePool: targetPort is not the engine's http port")
+    advertised = pod_env(side).get("OUTRIDER_ENGINE_HTTP_ENDPOINT", "")
+    check(advertised == f"10.0.0.7:{target}",
+          f"worker: the sidecar advertises {advertised!r}, not the pod IP "
+          f"and the pool's targetPort")
+    ref = spec["endpointPickerRef"]
+    svc = docs.get(("Service", ref["name"]))
+    if not check(svc is not None, f"InferencePool: no Service {ref['name']}"):
+        return
+    ports = [p for p in svc["spec"]["ports"] if p["port"] == ref["portNumber"]]
+    check(len(ports) == 1, "InferencePool: the picker Service has no such port")
+    rc = docs[("Deployment", "outrider-router")]["spec"]["template"]["spec"]["containers"][0]
+    check(ports and port_of(rc, ports[0]["targetPort"]) == router.get("epp-port"),
+          "InferencePool: the picker Service does not reach the router's epp-port")
+
+
 def check_nats(docs):
     conf = docs[("ConfigMap", "nats-config")]["data"]["nats.conf"]
     with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
@@ -176,6 +218,7 @@ def main():
     side, router = settings(data["sidecar.yaml"]), settings(data["router.yaml"])
     check_worker(docs, side, outrider)
     check_router(docs, router, outrider)
+    check_inference_pool(docs, router)
     check_nats(docs)
     guide = open(os.path.join(ROOT, "docs", "kubernetes.md")).read()
     for secret in ("outrider-tls", "outrider-nats"):
