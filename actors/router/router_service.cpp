@@ -115,6 +115,8 @@ bool start_epp(runtime::role_env& ctx, const router_settings& s,
   ec.is_adapter = fc.is_adapter;
   ec.objectives = fc.objectives;
   ec.session_header = fc.session_header;
+  ec.disagg = s.disagg;
+  ec.queue_threshold = parts.config.queue_threshold;
   ec.body_mode =
     s.epp_streamed ? epp_body_mode::streamed : epp_body_mode::buffered;
   ec.max_body_bytes = fc.http.body_bytes;

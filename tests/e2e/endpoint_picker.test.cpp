@@ -32,11 +32,14 @@ struct epp_cluster {
   uint16_t status = free_port();
   std::unique_ptr<child_process> router;
 
-  explicit epp_cluster(int workers,
-                       std::vector<std::string> router_flags = {}) {
+  // `roles`: each engine's (prefill, decode; default aggregated).
+  explicit epp_cluster(int workers, std::vector<std::string> router_flags = {},
+                       std::vector<std::string> roles = {}) {
     for (int i = 0; i < workers; ++i) {
       engine_http.push_back(free_port());
       sim_process::options so;
+      if (static_cast<size_t>(i) < roles.size())
+        so.role = roles[static_cast<size_t>(i)];
       so.extra = {"--http-port", std::to_string(engine_http.back())};
       sims.push_back(std::make_unique<sim_process>(so));
       REQUIRE(sims.back()->wait_serving(10s));
@@ -114,6 +117,7 @@ class gateway_call {
     int status = 0;            // immediate: the HTTP status
     std::string endpoint;      // the header
     std::string meta_endpoint; // envoy.lb dynamic metadata
+    std::string prefiller;     // x-prefiller-host-port (P/D)
     std::vector<std::string> removed_on_headers;
     std::map<std::string, std::string> immediate_headers;
   };
@@ -159,6 +163,9 @@ class gateway_call {
     out.endpoint =
       header_value(resp.request_body().response().header_mutation(),
                    "x-gateway-destination-endpoint");
+    out.prefiller =
+      header_value(resp.request_body().response().header_mutation(),
+                   "x-prefiller-host-port");
     const auto& lb = resp.dynamic_metadata().fields().at("envoy.lb");
     out.meta_endpoint = lb.struct_value()
                           .fields()
@@ -359,8 +366,9 @@ TEST_CASE("endpoint picker: the subset hint, 503 with no endpoint, 429 "
                               {"x-gateway-inference-objective", "critical"}});
     REQUIRE_FALSE(p.immediate);
     for (const char* h :
-         {"x-gateway-destination-endpoint", "x-gateway-inference-fairness-id",
-          "x-gateway-inference-objective", "x-gateway-model-name-rewrite"}) {
+         {"x-gateway-destination-endpoint", "x-prefiller-host-port",
+          "x-gateway-inference-fairness-id", "x-gateway-inference-objective",
+          "x-gateway-model-name-rewrite"}) {
       INFO(h);
       CHECK(std::count(p.removed_on_headers.begin(), p.removed_on_headers.end(),
                        h) == 1);
@@ -429,6 +437,45 @@ TEST_CASE("endpoint picker: streamed bodies get the endpoint on the "
     CHECK(call.finish().ok());
   }
   CHECK(cached == 3 * 64); // the prefix found where it went first
+}
+
+TEST_CASE("endpoint picker: with disaggregation a long new prompt goes to "
+          "the decode worker with the prefill worker in "
+          "x-prefiller-host-port, a mostly cached one without") {
+  epp_cluster c{2,
+                {"--router-conditional-disagg",
+                 "--router-conditional-disagg-config",
+                 R"({"policy":"isl_bounding","eff_isl_threshold":64,)"
+                 R"("eff_isl_ratio_threshold":0.7})"},
+                {"prefill", "decode"}};
+  // A prompt the decode engine holds: mostly cached there, prefilled there.
+  auto held = tokens(600, 200);
+  warm(*c.sims[1], held);
+  REQUIRE(eventually(
+    [&] { return c.metric("outrider_router_index_entries") >= 50; }, 10s));
+  gateway_call local{c};
+  auto q = local.pick(completion(concat(held, tokens(9000, 8))));
+  REQUIRE_FALSE(q.immediate);
+  CHECK(q.endpoint == c.endpoint(1));
+  CHECK(q.prefiller.empty());
+  local.served(q.endpoint, "{}");
+  CHECK(local.finish().ok());
+  // A long new one: prefilled on the prefill worker first.
+  gateway_call remote{c};
+  auto p = remote.pick(completion(tokens(3000, 200)));
+  REQUIRE_FALSE(p.immediate);
+  CHECK(p.endpoint == c.endpoint(1));
+  CHECK(p.prefiller == c.endpoint(0));
+  remote.served(p.endpoint, "{}");
+  CHECK(remote.finish().ok());
+  CHECK(
+    c.metric(
+      "outrider_router_disagg_decisions_total{outcome=\"remote_prefill\"}") ==
+    1);
+  CHECK(
+    c.metric(
+      "outrider_router_disagg_decisions_total{outcome=\"local_prefill\"}") ==
+    1);
 }
 
 TEST_CASE("endpoint picker: with no worker at all, 503") {

@@ -133,8 +133,8 @@ void prefill_leg::run(const std::vector<uint32_t>& tokens,
   });
 }
 
-prefill_facts prefill_leg::facts(size_t prompt_tokens, const route_decision& d,
-                                 const route_decision& p) {
+prefill_facts prefill_facts_of(size_t prompt_tokens, const route_decision& d,
+                               const route_decision& p) {
   prefill_facts f;
   f.prefill_placed = p.ok;
   f.prefill_bootstrap = !p.bootstrap_endpoint.empty();
@@ -144,12 +144,20 @@ prefill_facts prefill_leg::facts(size_t prompt_tokens, const route_decision& d,
   f.load.cached_on_decode = d.overlap_blocks * d.block_size;
   f.load.prefill_queue = static_cast<double>(p.queued_prefill_tokens);
   // What the decode engine reports, while fresh; else the router's books.
-  // Counted only where the policy is consulted.
   bool engine = d.engine_used_kv_blocks >= 0;
   f.load.decode_blocks = engine ? static_cast<double>(d.engine_used_kv_blocks)
                                 : static_cast<double>(d.held_decode_blocks);
+  return f;
+}
+
+prefill_facts prefill_leg::facts(size_t prompt_tokens, const route_decision& d,
+                                 const route_decision& p) {
+  auto f = prefill_facts_of(prompt_tokens, d, p);
+  // Where the decode load came from, counted where the policy is consulted.
   if (f.prefill_placed && !f.decode_sglang && !f.prefill_bootstrap)
-    (engine ? stats_.decode_load_engine : stats_.decode_load_books)->inc();
+    (d.engine_used_kv_blocks >= 0 ? stats_.decode_load_engine
+                                  : stats_.decode_load_books)
+      ->inc();
   return f;
 }
 

@@ -12,6 +12,12 @@
 
 namespace outrider::router {
 
+/// What the prefill plan is decided on: the prompt, the decode worker `d`
+/// and the prefill worker `p` placed for it (its load; what the decode
+/// engine reports while fresh, else the router's books).
+prefill_facts prefill_facts_of(size_t prompt_tokens, const route_decision& d,
+                               const route_decision& p);
+
 /// Conditional disaggregation's first leg: places a prefill worker, asks
 /// `plan_prefill` what to do, and runs the prefill call (max_tokens 1) on
 /// gRPC's callback API. With an SGLang prefill worker the router picks a

@@ -9,7 +9,7 @@ namespace core = envoy::config::core::v3;
 
 const std::vector<std::string>& reserved_headers() {
   static const std::vector<std::string> names{
-    destination_key, "x-gateway-inference-fairness-id",
+    destination_key, prefiller_key, "x-gateway-inference-fairness-id",
     "x-gateway-inference-objective", "x-gateway-model-name-rewrite"};
   return names;
 }
@@ -86,17 +86,23 @@ std::string served_of(const core::Metadata& m) {
   return v && v->has_string_value() ? v->string_value() : std::string{};
 }
 
-pb::CommonResponse picked(const std::string& endpoint) {
+pb::CommonResponse picked(const std::string& endpoint,
+                          const std::string& prefiller) {
   pb::CommonResponse c;
   c.set_clear_route_cache(true);
   auto* mut = c.mutable_header_mutation();
   for (const auto& name : reserved_headers())
-    if (name != destination_key)
+    if (name != destination_key && (prefiller.empty() || name != prefiller_key))
       mut->add_remove_headers(name);
-  auto* set = mut->add_set_headers();
-  set->mutable_header()->set_key(destination_key);
-  set->mutable_header()->set_raw_value(endpoint);
-  set->set_append_action(core::HeaderValueOption::OVERWRITE_IF_EXISTS_OR_ADD);
+  auto set = [&](const char* key, const std::string& value) {
+    auto* h = mut->add_set_headers();
+    h->mutable_header()->set_key(key);
+    h->mutable_header()->set_raw_value(value);
+    h->set_append_action(core::HeaderValueOption::OVERWRITE_IF_EXISTS_OR_ADD);
+  };
+  set(destination_key, endpoint);
+  if (!prefiller.empty())
+    set(prefiller_key, prefiller);
   return c;
 }
 

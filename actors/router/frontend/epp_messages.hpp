@@ -23,6 +23,8 @@ inline constexpr const char* lb_namespace = "envoy.lb";
 /// The endpoint the data plane used, on the response leg.
 inline constexpr const char* served_key =
   "x-gateway-destination-endpoint-served";
+/// llm-d's P/D: the prefill worker the decode pod's sidecar prefills on.
+inline constexpr const char* prefiller_key = "x-prefiller-host-port";
 /// The subset hint: its namespace and key in the request's metadata.
 inline constexpr const char* subset_namespace = "envoy.lb.subset_hint";
 inline constexpr const char* subset_key =
@@ -48,10 +50,11 @@ subset_of(const envoy::config::core::v3::Metadata& m);
 /// The endpoint the data plane says it used (empty: not said).
 std::string served_of(const envoy::config::core::v3::Metadata& m);
 
-/// The mutation that sends the request to `endpoint`: the destination
-/// header set (replacing any), the reserved headers removed, the route
-/// cache cleared.
-pb::CommonResponse picked(const std::string& endpoint);
+/// The mutation that sends the request to `endpoint` (and, with P/D, has it
+/// prefilled on `prefiller`): those headers set (replacing any), the other
+/// reserved headers removed, the route cache cleared.
+pb::CommonResponse picked(const std::string& endpoint,
+                          const std::string& prefiller = {});
 /// The same endpoint as dynamic metadata: {"envoy.lb": {key: endpoint}}.
 google::protobuf::Struct picked_metadata(const std::string& endpoint);
 

@@ -71,7 +71,15 @@ TEST_CASE("epp: the picked endpoint as a header that replaces, the same in "
   CHECK(set.header().raw_value() == "10.0.0.7:8001");
   CHECK(set.append_action() ==
         core::HeaderValueOption::OVERWRITE_IF_EXISTS_OR_ADD);
-  CHECK(c.header_mutation().remove_headers_size() == 3);
+  CHECK(c.header_mutation().remove_headers_size() == 4);
+  // With P/D the prefiller is set too, and so not removed.
+  auto pd = epp::picked("10.0.0.7:8001", "10.0.0.9:8000");
+  REQUIRE(pd.header_mutation().set_headers_size() == 2);
+  CHECK(pd.header_mutation().set_headers(1).header().key() ==
+        "x-prefiller-host-port");
+  CHECK(pd.header_mutation().set_headers(1).header().raw_value() ==
+        "10.0.0.9:8000");
+  CHECK(pd.header_mutation().remove_headers_size() == 3);
   auto md = epp::picked_metadata("10.0.0.7:8001");
   CHECK(md.fields()
           .at("envoy.lb")

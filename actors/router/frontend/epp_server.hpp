@@ -10,6 +10,7 @@
 
 #include <grpcpp/security/server_credentials.h>
 
+#include "actors/router/core/disagg_policy.hpp"
 #include "actors/router/dispatch/dispatch_queue.hpp"
 #include "actors/router/frontend/prompt_render.hpp"
 #include "cluster/grpc_server_limits.hpp"
@@ -40,8 +41,13 @@ struct epp_config {
   std::map<std::string, int> objectives;
   std::string session_header = "x-session-id";
   epp_body_mode body_mode = epp_body_mode::buffered;
-  size_t max_body_bytes = 1 << 20; // --http-max-body-bytes
-  size_t max_streams = 10000;      // beyond: RESOURCE_EXHAUSTED
+  /// Conditional disaggregation: requests go to decode workers and, where
+  /// the policy says, name a prefill worker in `x-prefiller-host-port`
+  /// (llm-d's decode sidecar prefills there first). None: aggregated.
+  std::optional<disagg_config> disagg;
+  std::optional<double> queue_threshold; // the prefill-load policy's default
+  size_t max_body_bytes = 1 << 20;       // --http-max-body-bytes
+  size_t max_streams = 10000;            // beyond: RESOURCE_EXHAUSTED
   size_t tokenizer_threads = 2;
   cluster::grpc_server_limits server;
   /// `readiness` (and the ExternalProcessor's health): discovery synced.

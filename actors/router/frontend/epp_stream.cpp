@@ -3,6 +3,7 @@
 #include <deque>
 #include <mutex>
 
+#include "actors/router/dispatch/prefill_leg.hpp"
 #include "actors/router/frontend/epp_messages.hpp"
 
 namespace outrider::router {
@@ -99,10 +100,18 @@ class epp_stream final
     size_t chunks_owed = 0;
     bool picking = false; // parse or placement in progress
     std::optional<uint64_t> booking;
+    std::optional<uint64_t> prefill_booking; // P/D: the prefill worker's
     bool prefilled = false;
     std::string picked;
 
+    // The prefill worker's part is over once the decode worker answers.
+    void release_prefill() {
+      if (prefill_booking)
+        st->queue.unbook(*prefill_booking, true);
+      prefill_booking.reset();
+    }
     void release_booking() {
+      release_prefill();
       if (booking)
         st->queue.unbook(*booking, true);
       booking.reset();
@@ -201,6 +210,7 @@ class epp_stream final
         f.st->served_elsewhere->inc();
       // The engine answers: its prompt is computed (streaming) or the
       // whole request is done; either way the prefill load goes.
+      f.release_prefill();
       if (f.booking && !f.prefilled) {
         f.st->queue.unbook(*f.booking, false);
         f.prefilled = true;
@@ -303,8 +313,58 @@ class epp_stream final
     }
     req->http_subset = std::move(subset);
     req->needs_http_endpoint = true;
-    st.queue.place(req, true, [flow, t0](route_decision d) {
-      placed(flow, t0, std::move(d));
+    // With disaggregation a decode worker (any worker that decodes when
+    // there is no decode pool), then maybe a prefill worker for it.
+    if (st.cfg.disagg)
+      req->role = engine::worker_role::decode;
+    st.queue.place(req, true, [flow, t0, req](route_decision d) {
+      auto& st = *flow->st;
+      if (!d.ok && !d.busy && d.shed == shed_reason::none && req->role) {
+        req->role.reset();
+        return st.queue.place(req, true, [flow, t0](route_decision any) {
+          placed(flow, t0, std::move(any), {});
+        });
+      }
+      if (!d.ok || !st.cfg.disagg || d.role != engine::worker_role::decode)
+        return placed(flow, t0, std::move(d), {});
+      prefill_for(flow, t0, req, std::move(d));
+    });
+  }
+
+  // P/D: a prefill worker for decode worker `d`, and the policy's word on
+  // using it; the answer names it where the plan is to prefill remotely.
+  static void prefill_for(const std::shared_ptr<shared>& flow,
+                          clock_type::time_point t0,
+                          const std::shared_ptr<route_request>& req,
+                          route_decision d) {
+    auto preq = std::make_shared<route_request>();
+    preq->tokens = req->tokens;
+    preq->identity = req->identity;
+    preq->role = engine::worker_role::prefill;
+    preq->needs_http_endpoint = true;
+    auto& st = *flow->st;
+    st.queue.place(preq, false, [flow, t0, preq, d](route_decision p) {
+      auto& st = *flow->st;
+      auto plan = plan_prefill(*st.cfg.disagg,
+                               prefill_facts_of(preq->tokens.size(), d, p),
+                               st.cfg.queue_threshold);
+      // SGLang's bootstrap rooms have no header contract with a gateway:
+      // such a decode worker prefills itself.
+      bool remote = plan == prefill_plan::remote;
+      runtime::global_metrics()
+        .get_counter("outrider_router_disagg_decisions_total",
+                     "Conditional disaggregation decisions, by outcome",
+                     {{"outcome", remote ? "remote_prefill"
+                                  : plan == prefill_plan::bootstrap
+                                    ? "incompatible_prefill"
+                                    : to_string(plan)}})
+        .inc();
+      if (!remote) {
+        if (p.ok)
+          st.queue.unbook(p.key, true);
+        return placed(flow, t0, d, {});
+      }
+      placed(flow, t0, d, std::move(p));
     });
   }
 
@@ -321,13 +381,17 @@ class epp_stream final
       flow->reactor->settle(lk);
   }
 
+  // Where the request goes (and, with P/D, where it is prefilled).
   static void placed(const std::shared_ptr<shared>& flow,
-                     clock_type::time_point t0, route_decision d) {
+                     clock_type::time_point t0, route_decision d,
+                     std::optional<route_decision> prefill) {
     std::unique_lock lk(flow->mtx);
     auto& f = *flow;
     if (!f.reactor || f.broken) {
       if (d.ok)
         f.st->queue.unbook(d.key, true);
+      if (prefill)
+        f.st->queue.unbook(prefill->key, true);
       return answered(flow, lk);
     }
     if (!d.ok) {
@@ -344,6 +408,11 @@ class epp_stream final
     }
     f.booking = d.key;
     f.picked = d.http_endpoint;
+    std::string prefiller;
+    if (prefill) {
+      f.prefill_booking = prefill->key;
+      prefiller = prefill->http_endpoint;
+    }
     f.st->outcome("picked").inc();
     f.st->decision->observe(
       std::chrono::duration<double>(clock_type::now() - t0).count());
@@ -352,7 +421,7 @@ class epp_stream final
     auto with_endpoint = [&](pb::ProcessingResponse& r, pb::CommonResponse* c) {
       if (said)
         return;
-      *c = epp::picked(d.http_endpoint);
+      *c = epp::picked(d.http_endpoint, prefiller);
       *r.mutable_dynamic_metadata() = epp::picked_metadata(d.http_endpoint);
       said = true;
     };
