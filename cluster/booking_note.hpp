@@ -23,7 +23,13 @@ struct booking_note {
   uint64_t prefill_tokens = 0;
   uint64_t decode_blocks = 0;
   std::vector<uint64_t> blocks;
+  /// add only: the session the request belongs to (session affinity), so
+  /// every replica sends the session's next turn to the same worker;
+  /// empty: none. At most `max_note_session_bytes`.
+  std::string session;
 };
+
+inline constexpr size_t max_note_session_bytes = 256;
 
 /// Notes larger than this many blocks carry none (load only).
 inline constexpr size_t max_note_blocks = 8192;

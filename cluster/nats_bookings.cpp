@@ -27,6 +27,8 @@ std::string to_json(const booking_note& n) {
     j["decode_blocks"] = n.decode_blocks;
     j["blocks"] =
       n.blocks.size() <= max_note_blocks ? n.blocks : std::vector<uint64_t>{};
+    if (!n.session.empty() && n.session.size() <= max_note_session_bytes)
+      j["session"] = n.session;
   }
   return j.dump();
 }
@@ -74,6 +76,12 @@ std::optional<booking_note> booking_from_json(const std::string& text,
     if (!b.is_number_unsigned())
       return fail("malformed block hash");
     n.blocks.push_back(b.get<uint64_t>());
+  }
+  if (auto s = j.find("session"); s != j.end()) {
+    if (!s->is_string() ||
+        s->get_ref<const std::string&>().size() > max_note_session_bytes)
+      return fail("malformed session");
+    n.session = s->get<std::string>();
   }
   return n;
 }

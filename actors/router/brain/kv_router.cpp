@@ -152,6 +152,8 @@ void tell(self_ptr self, note_op what, uint64_t key,
     n = std::move(*found);
     if (req && req->tokens.size() <= cluster::max_note_blocks * 16)
       n.blocks = st.core->sequence_of(*req);
+    if (req && req->session.size() <= cluster::max_note_session_bytes)
+      n.session = req->session;
   }
   n.what = what;
   n.key = key;

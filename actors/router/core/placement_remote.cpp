@@ -37,6 +37,10 @@ std::optional<uint32_t> placement::remote(const cluster::booking_note& n) {
   auto key = next_remote_key_++;
   bookings_[key] = std::move(b);
   remote_[id] = {key, now};
+  // Another replica placed a turn of this session: its next turn goes
+  // there too, whichever replica gets it.
+  if (cfg_.session.mode != session_mode::off && !n.session.empty())
+    sessions_.remember(n.session, {n.worker_id, slot}, now);
   return slot;
 }
 

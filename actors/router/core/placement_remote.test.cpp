@@ -96,6 +96,7 @@ TEST_CASE("booking notes: round trip, and malformed ones refused",
   auto n = add("r1", 42, "w", 1, 2);
   n.rank = 3;
   n.blocks = {1, 2, 18446744073709551615ULL};
+  n.session = "conversation-7";
   auto back = cluster::booking_from_json(cluster::to_json(n));
   REQUIRE(back);
   CHECK(back->what == note_op::add);
@@ -103,6 +104,10 @@ TEST_CASE("booking notes: round trip, and malformed ones refused",
   CHECK(back->key == 42);
   CHECK(back->rank == 3);
   CHECK(back->blocks == n.blocks);
+  CHECK(back->session == "conversation-7");
+  // A session too long for a note is not sent.
+  n.session = std::string(cluster::max_note_session_bytes + 1, 's');
+  CHECK(cluster::booking_from_json(cluster::to_json(n))->session.empty());
   for (const char* bad :
        {"", "[]", "{\"op\":\"add\"}",
         "{\"op\":\"steal\",\"router\":\"r\","
@@ -113,9 +118,42 @@ TEST_CASE("booking notes: round trip, and malformed ones refused",
         "\"rank\":0,\"prefill_tokens\":1,\"decode_blocks\":1,\"blocks\":"
         "[\"x\"]}",
         "{\"op\":\"release\",\"router\":\"\",\"key\":1}",
+        "{\"op\":\"add\",\"router\":\"r\",\"key\":1,\"worker\":\"w\","
+        "\"rank\":0,\"prefill_tokens\":1,\"decode_blocks\":1,\"blocks\":"
+        "[],\"session\":7}",
         "{\"op\":\"release\",\"router\":\"r\",\"key\":-4}"}) {
     std::string why;
     CHECK_FALSE(cluster::booking_from_json(bad, &why));
     CHECK(!why.empty());
+  }
+}
+
+TEST_CASE("placement: a session another router placed goes to the same "
+          "worker here (session affinity shared), unless affinity is off",
+          "[placement]") {
+  for (auto mode : {session_mode::hard, session_mode::off}) {
+    manual_clock clk;
+    router_config cfg;
+    cfg.session.mode = mode;
+    placement p{cfg, clk.fn(), 1};
+    p.add_worker(worker("a"));
+    p.add_worker(worker("b"));
+    // r2 placed a turn of "s1" on b, and that booking is over.
+    auto n = add("r2", 1, "b", 10, 10);
+    n.session = "s1";
+    REQUIRE(p.remote(n));
+    p.remote(op(note_op::release, "r2", 1));
+    // Here b is loaded, a is free: the session's next turn still goes to
+    // b with affinity; without, to a.
+    route_request load;
+    load.tokens = std::vector<uint32_t>(64, 9);
+    load.exclude = {"a"};
+    REQUIRE(p.place(load).worker_id == "b");
+    route_request turn;
+    turn.tokens = std::vector<uint32_t>(16, 3);
+    turn.session = "s1";
+    auto d = p.place(turn);
+    REQUIRE(d.ok);
+    CHECK(d.worker_id == (mode == session_mode::hard ? "b" : "a"));
   }
 }
