@@ -32,12 +32,14 @@ struct epp_cluster {
   uint16_t status = free_port();
   std::unique_ptr<child_process> router;
 
-  // `roles`: each engine's (prefill, decode; default aggregated).
+  // `roles`: each engine's (prefill, decode; default aggregated); `ranks`:
+  // data-parallel ranks per engine (rank r's HTTP on the port + r).
   explicit epp_cluster(int workers, std::vector<std::string> router_flags = {},
-                       std::vector<std::string> roles = {}) {
+                       std::vector<std::string> roles = {}, int ranks = 1) {
     for (int i = 0; i < workers; ++i) {
-      engine_http.push_back(free_port());
+      engine_http.push_back(free_port_block(ranks));
       sim_process::options so;
+      so.ranks = ranks;
       if (static_cast<size_t>(i) < roles.size())
         so.role = roles[static_cast<size_t>(i)];
       so.extra = {"--http-port", std::to_string(engine_http.back())};
@@ -476,6 +478,24 @@ TEST_CASE("endpoint picker: with disaggregation a long new prompt goes to "
     c.metric(
       "outrider_router_disagg_decisions_total{outcome=\"local_prefill\"}") ==
     1);
+}
+
+TEST_CASE("endpoint picker: a data-parallel engine's ranks are its HTTP "
+          "ports, the second rank picked while the first is booked") {
+  epp_cluster c{1, {}, {}, 2};
+  gateway_call a{c}, b{c};
+  auto pa = a.pick(completion(tokens(100, 40)));
+  auto pb2 = b.pick(completion(tokens(7000, 40)));
+  REQUIRE_FALSE(pa.immediate);
+  REQUIRE_FALSE(pb2.immediate);
+  std::set<std::string> got{pa.endpoint, pb2.endpoint};
+  CHECK(got == std::set<std::string>{
+                 "127.0.0.1:" + std::to_string(c.engine_http[0]),
+                 "127.0.0.1:" + std::to_string(c.engine_http[0] + 1)});
+  for (auto* p : {&pa, &pb2})
+    run_on(p->endpoint, completion(tokens(100, 40)));
+  a.served(pa.endpoint, "{}");
+  b.served(pb2.endpoint, "{}");
 }
 
 TEST_CASE("endpoint picker: with no worker at all, 503") {
