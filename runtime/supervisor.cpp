@@ -42,7 +42,14 @@ struct supervisor_state {
 
 using supervisor_actor = caf::stateful_actor<supervisor_state>;
 
+counter& failures_of(const std::string& actor) {
+  return global_metrics().get_counter("outrider_actor_failures_total",
+                                      "Abnormal exits of supervised actors",
+                                      {{"actor", actor}});
+}
+
 void start_child(supervisor_actor* self, child_slot& c) {
+  failures_of(c.spec.name); // shows (at 0) before any failure: alerts read it
   c.handle = c.spec.start(self->system());
   c.generation += 1;
   c.started = self->clock().now();
@@ -82,11 +89,7 @@ void on_child_down(supervisor_actor* self, child_slot& c,
     c.failures.pop_front();
   c.failures.push_back(now);
   auto text = self->system().render(reason);
-  global_metrics()
-    .get_counter("outrider_actor_failures_total",
-                 "Abnormal exits of supervised actors",
-                 {{"actor", c.spec.name}})
-    .inc();
+  failures_of(c.spec.name).inc();
   if (c.failures.size() > st.policy.max_restarts) {
     spdlog::error("supervisor: {} failed {} times within {} ms ({}); giving up",
                   c.spec.name, c.failures.size(),

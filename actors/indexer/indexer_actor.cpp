@@ -72,15 +72,21 @@ void tell_cleared(self_ptr self, int rank) {
 indexer_actor::behavior_type behavior(self_ptr self);
 
 // Logs and counts what the store found and repaired.
+runtime::counter& corruption(const std::string& kind) {
+  return runtime::global_metrics().get_counter(
+    "outrider_index_corruption_total",
+    "Damage found in the sidecar's store and repaired, by kind (wal: log cut "
+    "at its last good record; store: moved aside, started empty; record: a "
+    "rank reset)",
+    {{"kind", kind}});
+}
+
 void report_store_notes(index_store& store) {
+  // Every kind shows (at 0) from the start: alerts read it.
+  for (const char* kind : {"wal", "store", "record"})
+    corruption(kind);
   for (auto& n : store.take_notes()) {
-    runtime::global_metrics()
-      .get_counter("outrider_index_corruption_total",
-                   "Damage found in the sidecar's store and repaired, by "
-                   "kind (wal: log cut at its last good record; store: moved "
-                   "aside, started empty; record: a rank reset)",
-                   {{"kind", n.kind}})
-      .inc();
+    corruption(n.kind).inc();
     spdlog::error("indexer: {}", n.message);
   }
 }

@@ -42,7 +42,8 @@ struct forwarder_state {
   static inline const char* name = "kv_forwarder";
 
   // Counter handles, each looked up in the registry once, on first use (a
-  // series appears only once something happened).
+  // series appears only once something happened), except those alerts
+  // read (gaps), registered at start: deploy/prometheus.
   struct lazy_counter {
     const char* name;
     const char* help;
@@ -317,6 +318,8 @@ kv_forwarder_actor::behavior_type forwarder(self_ptr self,
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.seq = kv_sequencer{st.cfg.next_seq};
+  st.counter(st.gaps);
+  st.counter(st.unrecoverable);
   st.sub = std::make_unique<zmq::socket_t>(*st.cfg.zmq, zmq::socket_type::sub);
   st.sub->set(zmq::sockopt::subscribe, st.cfg.source.topic);
   st.sub->set(zmq::sockopt::linger, 0);
