@@ -32,6 +32,14 @@ class http_exchange {
   http_exchange& operator=(const http_exchange&) = delete;
 
   const http_request& request() const { return req_; }
+  /// Frees the request body (its memory too) once the handler has read
+  /// what it needs: a request held for a long stream does not keep a body
+  /// of up to the body limit. Call from the handler only, before handing
+  /// the exchange to another thread.
+  void drop_body() {
+    req_.body.clear();
+    req_.body.shrink_to_fit();
+  }
 
   /// The whole answer (HEAD requests get the headers only).
   void respond(http_response r);

@@ -313,6 +313,10 @@ void http_session::dispatch() {
   disarm();
   auto msg = parser_->release();
   parser_.reset();
+  // A large body grew the read buffer: give the memory back for the
+  // request's life (pipelined bytes, if any, stay).
+  if (buf_.capacity() > 4 * read_chunk && buf_.size() <= read_chunk)
+    buf_.shrink_to_fit();
   http_request req;
   req.method = std::string{msg.method_string()};
   req.target = std::string{msg.target()};
@@ -344,9 +348,13 @@ void http_session::dispatch() {
 void http_session::watch() {
   if (closed_ || watching_)
     return;
-  auto room = buf_.max_size() - buf_.size();
-  if (room == 0)
+  // Read ahead at most `watch_ahead` bytes of what follows (a pipelined
+  // request) while this one runs: a client cannot park a body's worth of
+  // bytes per connection. Past it, reading waits for the answer's end (a
+  // client that closes meanwhile is seen when a write fails).
+  if (buf_.size() >= watch_ahead)
     return;
+  auto room = std::min(buf_.max_size(), watch_ahead) - buf_.size();
   watching_ = true;
   stream_.async_read_some(buf_.prepare(std::min(room, read_chunk)),
                           [self = shared_from_this()](error_code ec, size_t n) {

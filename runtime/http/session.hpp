@@ -37,6 +37,8 @@ class http_session : public std::enable_shared_from_this<http_session> {
  private:
   enum class timer_kind { idle, reading, writing };
   static constexpr size_t read_chunk = 8192; // bytes per read
+  /// Bytes read ahead at most while a request is handled.
+  static constexpr size_t watch_ahead = 64 * 1024;
 
   void handshake(); // TLS: before the first request
   void wait_for_request(std::chrono::milliseconds idle);

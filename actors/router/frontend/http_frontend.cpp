@@ -206,6 +206,7 @@ void http_frontend::serve(std::shared_ptr<runtime::http_exchange> ex) {
                       : parse_completion(req.body, models_(), cfg_.api,
                                          cfg_.tokenizer != nullptr, c))
     return ex->respond(std::move(*bad));
+  ex->drop_body(); // what it said is in `c` now
   if (cfg_.is_adapter && cfg_.is_adapter(c.model))
     c.params.lora = c.model;
   std::string why;
