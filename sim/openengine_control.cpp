@@ -190,6 +190,9 @@ class control final : public oe::Control::Service {
       return {StatusCode::UNIMPLEMENTED,
               "start_sequence_number: this engine keeps no history here; use "
               "include_snapshot or the ZMQ replay socket"};
+    // The subscription is accepted: say so now, before any batch (a router
+    // places on a worker once its event source answered).
+    w->SendInitialMetadata();
     std::vector<std::pair<int, std::shared_ptr<event_subscription>>> subs;
     for (auto r : ranks) {
       std::vector<kv_event> snapshot;

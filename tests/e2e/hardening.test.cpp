@@ -425,3 +425,72 @@ TEST_CASE("row 5: streams with 15 MB bodies, each followed by 15 MB of "
   clients.clear();
   CHECK(c.complete(tokens(1, 8), 2)["choices"].size() == 1);
 }
+
+TEST_CASE("row 11: 2,000 records of unreachable relays cost the router no "
+          "thread per worker, little CPU, and never delay a real request") {
+  cluster c{1, {}, {"--discovery-ttl", "10m"}};
+  REQUIRE(c.complete(tokens(1, 8), 1)["choices"].size() == 1);
+  auto threads_before = proc_status(c.router->pid(), "Threads");
+  // 2,000 workers whose relays no one answers (an address no route leads
+  // to), written beside the real one.
+  for (int i = 0; i < 2000; ++i) {
+    auto rec =
+      json{{"worker_id", "ghost-" + std::to_string(i)},
+           {"instance_id", "ghost-" + std::to_string(i)},
+           {"model", "sim-model"},
+           {"role", "aggregated"},
+           {"relay_endpoint", "10.255." + std::to_string(i / 250) + "." +
+                                std::to_string(i % 250 + 1) + ":9100"},
+           {"engine_endpoint", "127.0.0.1:1"},
+           {"protocol", "openengine"},
+           {"kv_block_size", 4},
+           {"total_kv_blocks", 1000},
+           {"data_parallel_size", 1},
+           {"version", "0.1.0"}};
+    std::ofstream(c.discovery.str() + "/ghost-" + std::to_string(i) + ".json")
+      << rec.dump();
+  }
+  // The router has read them all (each counted as a record it watches).
+  auto ticks = [&] {
+    std::ifstream in{"/proc/" + std::to_string(c.router->pid()) + "/stat"};
+    std::string f;
+    long utime = 0, stime = 0;
+    for (int i = 1; i <= 15 && in >> f; ++i) {
+      if (i == 14)
+        utime = std::stol(f);
+      if (i == 15)
+        stime = std::stol(f);
+    }
+    return utime + stime;
+  };
+  // Steady state: every ghost's subscription has failed a few times and
+  // backs off (doubling from 200 ms: 6.4 s between attempts by now).
+  std::this_thread::sleep_for(15s);
+  auto t0 = ticks();
+  auto w0 = std::chrono::steady_clock::now();
+  // Real requests meanwhile: answered at once.
+  auto worst = 0ms;
+  for (uint32_t i = 0; i < 10; ++i) {
+    auto s = std::chrono::steady_clock::now();
+    REQUIRE(c.complete(tokens(100 + 10 * i, 8), 1)["choices"].size() == 1);
+    worst =
+      std::max(worst, std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - s));
+  }
+  std::this_thread::sleep_for(5s);
+  double secs =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - w0)
+      .count();
+  double cores = static_cast<double>(ticks() - t0) /
+                 static_cast<double>(sysconf(_SC_CLK_TCK)) / secs;
+  auto threads_after = proc_status(c.router->pid(), "Threads");
+  WARN("2,000 unreachable relays: router threads "
+       << threads_before << " -> " << threads_after << ", " << cores
+       << " cores busy, worst completion " << worst.count() << " ms");
+  // Before: 2,029 threads, 1.45 cores busy, a completion unanswered 60 s.
+  CHECK(threads_after < threads_before + 20);
+  CHECK(cores < 0.8 * time_allowance);
+  CHECK(worst <
+        std::chrono::milliseconds{static_cast<long>(2000 * time_allowance)});
+  CHECK(c.router_metric("outrider_router_workers") == 1);
+}

@@ -150,9 +150,14 @@ void kv_follower::deliver(int rank, bool reset, const oe::KvEventBatch& batch) {
     else
       bad.inc();
   }
-  if (auto r = router_->get())
-    caf::anon_send(r, kv_events_atom::value,
-                   std::shared_ptr<const worker_events>{std::move(ev)});
+  std::lock_guard<std::mutex> guard{announce_mtx_};
+  auto r = router_->get();
+  if (!r)
+    return;
+  if (!std::exchange(announced_, true))
+    caf::anon_send(r, worker_up_atom::value, record_);
+  caf::anon_send(r, kv_events_atom::value,
+                 std::shared_ptr<const worker_events>{std::move(ev)});
 }
 
 void kv_follower::maybe_start() {

@@ -73,6 +73,12 @@ class kv_follower {
   uint64_t attempts_ = 0;                      // guarded by mtx_
   std::shared_ptr<grpc::ClientContext> call_;  // guarded by mtx_
   rearmable_alarm pause_;                      // guarded by mtx_
+  // The worker is told to the router actor with its first events (its
+  // relay answered as a relay): never before, so a record whose relay no
+  // one answers is never placed on. Held across both sends, so the worker
+  // is known before its events arrive.
+  std::mutex announce_mtx_;
+  bool announced_ = false; // guarded by announce_mtx_
 };
 
 } // namespace outrider::router

@@ -42,6 +42,11 @@ std::string same_host_form(const std::string& endpoint) {
 struct worker_watcher::subscription
   : std::enable_shared_from_this<subscription> {
   std::string worker_id;
+  // Told to the router actor with its first events, from the thread that
+  // sends them (so it comes first): a worker whose relay never answers as
+  // a relay is never placed on.
+  cluster::worker_record record;
+  bool announced = false; // the stream's callbacks come one at a time
   std::shared_ptr<grpc::Channel> channel;
   runtime::slot_ptr<kv_router_actor> router;
   in_flight pending;
@@ -50,6 +55,11 @@ struct worker_watcher::subscription
   uint64_t attempts = 0;                     // guarded by mtx
   std::shared_ptr<grpc::ClientContext> call; // guarded by mtx
   rearmable_alarm pause;                     // guarded by mtx
+  // Between attempts: 200 ms, doubled after each call that never got an
+  // answer from a relay, up to 30 s (a relay that is gone or is not one
+  // costs the router little; a sidecar that restarts writes a new record,
+  // followed at once); back to 200 ms once one answers.
+  std::chrono::milliseconds backoff{200}; // guarded by mtx
   std::set<int> seen; // the first batch of a rank is its snapshot
 
   void open() {
@@ -65,7 +75,7 @@ struct worker_watcher::subscription
     auto self = shared_from_this();
     auto ctx = open_kv_stream(
       channel, std::chrono::system_clock::time_point::max(),
-      {nullptr,
+      {[self](const kv_metadata& md) { return self->answered(md); },
        [self](oe::SubscribeKvEventsResponse& r) { return self->on(r); },
        [self](const grpc::Status& st) { self->closed(st); }});
     std::lock_guard<std::mutex> guard{mtx};
@@ -73,6 +83,27 @@ struct worker_watcher::subscription
       call = std::move(ctx);
     if (stopping)
       call->TryCancel();
+  }
+
+  // The relay accepted the subscription (its initial metadata came: a
+  // sidecar's carries the snapshot's epoch; an OpenEngine engine serving
+  // as its own relay sends it with or before its first batch): the worker
+  // can be placed on from now. Unreachable addresses, or servers that are
+  // not relays (an HTTP 404, UNIMPLEMENTED), send none.
+  bool answered(const kv_metadata&) {
+    announce();
+    std::lock_guard<std::mutex> guard{mtx};
+    backoff = std::chrono::milliseconds{200};
+    return true;
+  }
+
+  void announce() {
+    if (announced)
+      return;
+    if (auto r = router->get()) {
+      caf::anon_send(r, worker_up_atom::value, record);
+      announced = true;
+    }
   }
 
   bool on(oe::SubscribeKvEventsResponse& resp) {
@@ -94,6 +125,7 @@ struct worker_watcher::subscription
       else
         bad.inc();
     }
+    announce();
     if (auto r = router->get())
       caf::anon_send(r, kv_events_atom::value,
                      std::shared_ptr<const worker_events>{std::move(ev)});
@@ -105,8 +137,9 @@ struct worker_watcher::subscription
       std::lock_guard<std::mutex> guard{mtx};
       if (!stopping) {
         pending.add();
-        pause.arm(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds{200},
+        auto wait = backoff;
+        backoff = std::min(backoff * 2, std::chrono::milliseconds{30000});
+        pause.arm(std::chrono::system_clock::now() + wait,
                   [self = shared_from_this()](bool fired) {
                     if (fired)
                       self->open();
@@ -164,6 +197,7 @@ void worker_watcher::follow(const cluster::worker_record& r) {
   }
   auto sub = std::make_shared<subscription>();
   sub->worker_id = r.worker_id;
+  sub->record = r;
   sub->channel = cluster::relay_channel(r.relay_endpoint, creds_, server_name_);
   sub->router = router_;
   sub->open();
@@ -269,7 +303,7 @@ void worker_watcher::run() {
       if (k != known_.end() && k->second.instance_id == r.instance_id &&
           k->second.relay_endpoint == r.relay_endpoint)
         continue;
-      caf::anon_send(router_->get(), worker_up_atom::value, r);
+      // Placed on once its relay answers (its first events, the snapshot).
       follow(r);
     }
     known_ = std::move(now);
