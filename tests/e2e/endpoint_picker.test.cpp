@@ -162,17 +162,7 @@ class gateway_call {
     if (resp.has_immediate_response())
       return immediate(resp, out);
     REQUIRE(resp.has_request_body());
-    out.endpoint =
-      header_value(resp.request_body().response().header_mutation(),
-                   "x-gateway-destination-endpoint");
-    out.prefiller =
-      header_value(resp.request_body().response().header_mutation(),
-                   "x-prefiller-host-port");
-    const auto& lb = resp.dynamic_metadata().fields().at("envoy.lb");
-    out.meta_endpoint = lb.struct_value()
-                          .fields()
-                          .at("x-gateway-destination-endpoint")
-                          .string_value();
+    read_pick(resp.request_body().response(), resp, out);
     return out;
   }
 
@@ -201,16 +191,7 @@ class gateway_call {
     if (resp.has_immediate_response())
       return immediate(resp, out);
     REQUIRE(resp.has_request_headers());
-    out.endpoint =
-      header_value(resp.request_headers().response().header_mutation(),
-                   "x-gateway-destination-endpoint");
-    out.meta_endpoint = resp.dynamic_metadata()
-                          .fields()
-                          .at("envoy.lb")
-                          .struct_value()
-                          .fields()
-                          .at("x-gateway-destination-endpoint")
-                          .string_value();
+    read_pick(resp.request_headers().response(), resp, out);
     REQUIRE(rw_->Read(&resp));
     CHECK(resp.has_request_body()); // the first chunk
     CHECK(resp.request_body().response().header_mutation().set_headers_size() ==
@@ -246,6 +227,20 @@ class gateway_call {
   }
 
  private:
+  // The endpoint (and prefiller) from the answer that carries them: the
+  // header mutation and the dynamic metadata.
+  static void read_pick(const pb::CommonResponse& c,
+                        const pb::ProcessingResponse& resp, picked& out) {
+    out.endpoint =
+      header_value(c.header_mutation(), "x-gateway-destination-endpoint");
+    out.prefiller = header_value(c.header_mutation(), "x-prefiller-host-port");
+    const auto& lb = resp.dynamic_metadata().fields().at("envoy.lb");
+    out.meta_endpoint = lb.struct_value()
+                          .fields()
+                          .at("x-gateway-destination-endpoint")
+                          .string_value();
+  }
+
   static picked immediate(const pb::ProcessingResponse& resp, picked& out) {
     out.immediate = true;
     out.status = static_cast<int>(resp.immediate_response().status().code());
