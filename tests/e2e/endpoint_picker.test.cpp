@@ -137,10 +137,12 @@ class gateway_call {
     for (const auto& [k, v] : extra)
       add_header(h, k, v);
     if (subset) {
-      auto& ns = (*hreq.mutable_metadata_context()
-                     ->mutable_filter_metadata())["envoy.lb.subset_hint"];
+      auto& ns =
+        (*hreq.mutable_metadata_context()
+            ->mutable_filter_metadata())[std::string{"envoy.lb.subset_hint"}];
       auto* list =
-        (*ns.mutable_fields())["x-gateway-destination-endpoint-subset"]
+        (*ns.mutable_fields())[std::string{
+                                 "x-gateway-destination-endpoint-subset"}]
           .mutable_list_value();
       for (const auto& e : *subset)
         list->add_values()->set_string_value(e);
@@ -205,9 +207,9 @@ class gateway_call {
   void served(const std::string& endpoint, const std::string& body) {
     pb::ProcessingRequest r;
     add_header(r.mutable_response_headers(), ":status", "200");
-    auto& ns =
-      (*r.mutable_metadata_context()->mutable_filter_metadata())["envoy.lb"];
-    (*ns.mutable_fields())["x-gateway-destination-endpoint-served"]
+    auto& ns = (*r.mutable_metadata_context()
+                   ->mutable_filter_metadata())[std::string{"envoy.lb"}];
+    (*ns.mutable_fields())[std::string{"x-gateway-destination-endpoint-served"}]
       .set_string_value(endpoint);
     REQUIRE(rw_->Write(r));
     pb::ProcessingResponse resp;
@@ -234,10 +236,11 @@ class gateway_call {
     out.endpoint =
       header_value(c.header_mutation(), "x-gateway-destination-endpoint");
     out.prefiller = header_value(c.header_mutation(), "x-prefiller-host-port");
-    const auto& lb = resp.dynamic_metadata().fields().at("envoy.lb");
+    const auto& lb =
+      resp.dynamic_metadata().fields().at(std::string{"envoy.lb"});
     out.meta_endpoint = lb.struct_value()
                           .fields()
-                          .at("x-gateway-destination-endpoint")
+                          .at(std::string{"x-gateway-destination-endpoint"})
                           .string_value();
   }
 

@@ -58,10 +58,12 @@ void split_into(const std::string& s, std::vector<std::string>& out) {
 
 const google::protobuf::Value* lookup(const core::Metadata& m, const char* ns,
                                       const char* key) {
-  auto n = m.filter_metadata().find(ns);
+  // Keys as std::string: protobuf's maps look `const char*` up through a
+  // transparent hash that crashed a ThreadSanitizer build here.
+  auto n = m.filter_metadata().find(std::string{ns});
   if (n == m.filter_metadata().end())
     return nullptr;
-  auto k = n->second.fields().find(key);
+  auto k = n->second.fields().find(std::string{key});
   return k == n->second.fields().end() ? nullptr : &k->second;
 }
 
@@ -108,8 +110,10 @@ pb::CommonResponse picked(const std::string& endpoint,
 
 google::protobuf::Struct picked_metadata(const std::string& endpoint) {
   google::protobuf::Struct s;
-  auto& lb = *(*s.mutable_fields())[lb_namespace].mutable_struct_value();
-  (*lb.mutable_fields())[destination_key].set_string_value(endpoint);
+  auto& lb =
+    *(*s.mutable_fields())[std::string{lb_namespace}].mutable_struct_value();
+  (*lb.mutable_fields())[std::string{destination_key}].set_string_value(
+    endpoint);
   return s;
 }
 

@@ -14,8 +14,8 @@ namespace {
 
 core::Metadata subset_hint(const google::protobuf::Value& v) {
   core::Metadata m;
-  auto& ns = (*m.mutable_filter_metadata())[epp::subset_namespace];
-  (*ns.mutable_fields())[epp::subset_key] = v;
+  auto& ns = (*m.mutable_filter_metadata())[std::string{epp::subset_namespace}];
+  (*ns.mutable_fields())[std::string{epp::subset_key}] = v;
   return m;
 }
 
@@ -40,7 +40,12 @@ TEST_CASE("epp: headers by lower-cased name, raw_value first, repeats "
   CHECK(h.at("accept") == "a, b");
 }
 
-TEST_CASE("epp: the subset hint as a list, a comma string, absent, empty") {
+// [protobuf-map]: protobuf's Map code, inlined from Debian's headers into a
+// ThreadSanitizer build against the uninstrumented libprotobuf, crashes
+// (SIGSEGV in InnerMap::FindHelper); scripts/test leaves these out of the
+// TSan run only (they run in the plain and ASan builds).
+TEST_CASE("epp: the subset hint as a list, a comma string, absent, empty",
+          "[protobuf-map]") {
   google::protobuf::Value list;
   list.mutable_list_value()->add_values()->set_string_value("10.0.0.1:8000");
   list.mutable_list_value()->add_values()->set_string_value(
@@ -62,7 +67,8 @@ TEST_CASE("epp: the subset hint as a list, a comma string, absent, empty") {
 }
 
 TEST_CASE("epp: the picked endpoint as a header that replaces, the same in "
-          "dynamic metadata, reserved headers removed") {
+          "dynamic metadata, reserved headers removed",
+          "[protobuf-map]") {
   auto c = epp::picked("10.0.0.7:8001");
   CHECK(c.clear_route_cache());
   REQUIRE(c.header_mutation().set_headers_size() == 1);
@@ -82,14 +88,15 @@ TEST_CASE("epp: the picked endpoint as a header that replaces, the same in "
   CHECK(pd.header_mutation().remove_headers_size() == 3);
   auto md = epp::picked_metadata("10.0.0.7:8001");
   CHECK(md.fields()
-          .at("envoy.lb")
+          .at(std::string{"envoy.lb"})
           .struct_value()
           .fields()
-          .at("x-gateway-destination-endpoint")
+          .at(std::string{"x-gateway-destination-endpoint"})
           .string_value() == "10.0.0.7:8001");
   core::Metadata served;
-  auto& ns = (*served.mutable_filter_metadata())["envoy.lb"];
-  (*ns.mutable_fields())[epp::served_key].set_string_value("10.0.0.8:8000");
+  auto& ns = (*served.mutable_filter_metadata())[std::string{"envoy.lb"}];
+  (*ns.mutable_fields())[std::string{epp::served_key}].set_string_value(
+    "10.0.0.8:8000");
   CHECK(epp::served_of(served) == "10.0.0.8:8000");
   CHECK(epp::served_of(core::Metadata{}).empty());
 }
