@@ -16,13 +16,6 @@
 
 namespace outrider::cluster {
 
-std::string to_json(const worker_record& r);
-/// host:port with a port in 1..65535 and a host of at most 253 characters.
-bool valid_host_port(const std::string& s);
-/// Parses and validates a record; nullopt (with `why`) when malformed.
-std::optional<worker_record> record_from_json(const std::string& text,
-                                              std::string* why);
-
 /// Where workers find each other. Implementations are thread-safe.
 class discovery {
  public:
@@ -105,8 +98,5 @@ class memory_discovery final : public discovery {
   uint64_t version_ = 0, listed_ = 0;  // guarded by mtx_
   bool woken_ = false;                 // guarded by mtx_
 };
-
-/// A worker id safe to use as a file name (letters, digits, `-_.:`).
-bool valid_worker_id(const std::string& id);
 
 } // namespace outrider::cluster

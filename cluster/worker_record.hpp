@@ -1,10 +1,11 @@
 #pragma once
 
 // A worker's record, as discovery carries it: a value type, no I/O behind
-// it (its JSON form and validation are in discovery.cpp).
+// it; its JSON form and validation in worker_record.cpp.
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,5 +44,15 @@ inline constexpr size_t max_record_bytes = 64 * 1024;
 /// Records naming more adapters, or longer names, are refused.
 using engine::max_lora_adapters;
 using engine::max_lora_name_bytes;
+
+/// The record as discovery stores it (JSON).
+std::string to_json(const worker_record& r);
+/// Parses and validates a record; nullopt (with `why`) when malformed.
+std::optional<worker_record> record_from_json(const std::string& text,
+                                              std::string* why);
+/// host:port with a port in 1..65535 and a host of at most 253 characters.
+bool valid_host_port(const std::string& s);
+/// A worker id safe to use as a file name (letters, digits, `-_.:`).
+bool valid_worker_id(const std::string& id);
 
 } // namespace outrider::cluster

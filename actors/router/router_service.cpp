@@ -111,8 +111,8 @@ bool start_epp(runtime::role_env& ctx, const router_settings& s,
   if (s.epp_port <= 0)
     return true;
   epp_config ec;
-  ec.prompts = prompt_tools{fc.tokenizer, fc.chat_template, fc.api};
-  ec.is_adapter = fc.is_adapter;
+  ec.prompts = prompt_tools{fc.tokenizer, fc.chat_template, fc.api,
+                            fc.chat_template_error, fc.is_adapter};
   ec.objectives = fc.objectives;
   ec.session_header = fc.session_header;
   ec.disagg = s.disagg;

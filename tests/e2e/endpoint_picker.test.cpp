@@ -54,20 +54,10 @@ struct epp_cluster {
     }
     for (auto& s : sides)
       REQUIRE(eventually([&] { return s->get("/ready") == 200; }, 10s));
-    std::vector<std::string> args{OUTRIDER_BIN,
-                                  "--role",
-                                  "router",
-                                  "--discovery-dir",
-                                  discovery.str(),
-                                  "--http-port",
-                                  std::to_string(http_port),
-                                  "--system-port",
-                                  std::to_string(status),
-                                  "--grpc-port",
-                                  "0",
-                                  "--epp-port",
-                                  std::to_string(epp_port)};
-    args.insert(args.end(), router_flags.begin(), router_flags.end());
+    router_flags.insert(router_flags.begin(),
+                        {"--epp-port", std::to_string(epp_port)});
+    auto args =
+      router_command(discovery.str(), http_port, status, 0, router_flags);
     router = std::make_unique<child_process>(args);
     REQUIRE(eventually([&] { return http_get(status, "/ready") == 200; }, 60s));
     REQUIRE(eventually(

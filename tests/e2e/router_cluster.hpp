@@ -129,6 +129,26 @@ inline bool index_matches_engine(const sidecar_process& side,
   return !want.empty() && blocks_of(doc["ranks"]["0"]["blocks"]) == want;
 }
 
+// The command line of a router on a discovery directory, with `flags`
+// after its ports (grpc 0: no gRPC frontend).
+inline std::vector<std::string>
+router_command(const std::string& discovery, uint16_t http, uint16_t status,
+               uint16_t grpc, const std::vector<std::string>& flags = {}) {
+  std::vector<std::string> args{OUTRIDER_BIN,
+                                "--role",
+                                "router",
+                                "--discovery-dir",
+                                discovery,
+                                "--http-port",
+                                std::to_string(http),
+                                "--system-port",
+                                std::to_string(status),
+                                "--grpc-port",
+                                std::to_string(grpc)};
+  args.insert(args.end(), flags.begin(), flags.end());
+  return args;
+}
+
 // A small cluster: engines, their sidecars (one discovery directory), a
 // router.
 struct cluster {
@@ -164,18 +184,8 @@ struct cluster {
   }
 
   void start_router(std::vector<std::string> flags = {}) {
-    std::vector<std::string> args{OUTRIDER_BIN,
-                                  "--role",
-                                  "router",
-                                  "--discovery-dir",
-                                  discovery.str(),
-                                  "--http-port",
-                                  std::to_string(http_port),
-                                  "--system-port",
-                                  std::to_string(router_status),
-                                  "--grpc-port",
-                                  std::to_string(grpc_port)};
-    args.insert(args.end(), flags.begin(), flags.end());
+    auto args = router_command(discovery.str(), http_port, router_status,
+                               grpc_port, flags);
     router = std::make_unique<child_process>(args);
     // A router loading a 150,000-token tokenizer under ASan took more than
     // 10 s to turn ready in a whole e2e run (alone: less).

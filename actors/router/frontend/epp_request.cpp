@@ -1,7 +1,6 @@
 #include "actors/router/dispatch/request_identity.hpp"
 #include "actors/router/frontend/epp_stream.hpp"
 #include "actors/router/frontend/flow_identity.hpp"
-#include "actors/router/frontend/openai_chat.hpp"
 
 namespace outrider::router {
 
@@ -27,17 +26,8 @@ epp_route_request(epp_state& st,
     return std::nullopt;
   const auto& tools = st.cfg.prompts;
   completion_request c;
-  if (chat && !tools.chat_template)
-    return api_error(400,
-                     "chat needs the model's tokenizer and chat template "
-                     "(start the router with --tokenizer DIR)",
-                     "chat_unsupported");
-  if (auto bad = chat ? parse_chat(body, st.models(), tools.api, c)
-                      : parse_completion(body, st.models(), tools.api,
-                                         tools.tokenizer != nullptr, c))
+  if (auto bad = read_request(tools, st.models(), chat, body, c))
     return bad;
-  if (st.cfg.is_adapter && st.cfg.is_adapter(c.model))
-    c.params.lora = c.model;
   if (auto bad = render_prompt(tools, c))
     return bad;
   req.tokens = std::move(c.params.prompt);

@@ -34,9 +34,7 @@ namespace outrider::router {
 enum class epp_body_mode { buffered, streamed };
 
 struct epp_config {
-  prompt_tools prompts;
-  /// Whether a requested model is a LoRA adapter the workers serve.
-  std::function<bool(const std::string&)> is_adapter;
+  prompt_tools prompts; // tokenizer, chat template, adapters
   /// Flow control and session affinity, as the HTTP frontend reads them.
   std::map<std::string, int> objectives;
   std::string session_header = "x-session-id";

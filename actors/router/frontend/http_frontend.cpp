@@ -194,21 +194,9 @@ void http_frontend::serve(std::shared_ptr<runtime::http_exchange> ex) {
     return ex->respond(std::move(r));
   }
   completion_request c;
-  if (chat && !cfg_.chat_template)
-    return ex->respond(api_error(
-      400,
-      cfg_.tokenizer ? "the model's chat template cannot be used: " +
-                         cfg_.chat_template_error
-                     : "chat needs the model's tokenizer and chat template "
-                       "(start the router with --tokenizer DIR)",
-      "chat_unsupported"));
-  if (auto bad = chat ? parse_chat(req.body, models_(), cfg_.api, c)
-                      : parse_completion(req.body, models_(), cfg_.api,
-                                         cfg_.tokenizer != nullptr, c))
+  if (auto bad = read_request(tools_, models_(), chat, req.body, c))
     return ex->respond(std::move(*bad));
   ex->drop_body(); // what it said is in `c` now
-  if (cfg_.is_adapter && cfg_.is_adapter(c.model))
-    c.params.lora = c.model;
   std::string why;
   auto who =
     flow_identity_of(req.headers, cfg_.objectives, cfg_.session_header, &why);

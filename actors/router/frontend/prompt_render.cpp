@@ -29,6 +29,26 @@ std::optional<std::string> render_chat(const prompt_tools& t,
 
 } // namespace
 
+std::optional<runtime::http_response>
+read_request(const prompt_tools& t, const std::vector<std::string>& models,
+             bool chat, const std::string& body, completion_request& c) {
+  if (chat && !t.chat_template)
+    return api_error(400,
+                     t.tokenizer
+                       ? "the model's chat template cannot be used: " +
+                           t.chat_template_error
+                       : "chat needs the model's tokenizer and chat template "
+                         "(start the router with --tokenizer DIR)",
+                     "chat_unsupported");
+  if (auto bad =
+        chat ? parse_chat(body, models, t.api, c)
+             : parse_completion(body, models, t.api, t.tokenizer != nullptr, c))
+    return bad;
+  if (t.is_adapter && t.is_adapter(c.model))
+    c.params.lora = c.model;
+  return std::nullopt;
+}
+
 std::optional<runtime::http_response> render_prompt(const prompt_tools& t,
                                                     completion_request& c) {
   if (!c.prompt_text && !c.chat)
