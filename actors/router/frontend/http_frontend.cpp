@@ -126,7 +126,8 @@ http_frontend::http_frontend(dispatcher& d,
                              std::function<std::vector<std::string>()> models,
                              frontend_config cfg)
   : dispatcher_(d), models_(std::move(models)),
-    cfg_(cfg), tools_{cfg.tokenizer, cfg.chat_template, cfg.api},
+    cfg_(cfg), tools_{cfg.tokenizer, cfg.chat_template, cfg.api,
+                      cfg.chat_template_error, cfg.is_adapter},
     tokenize_pool_(std::make_unique<runtime::worker_pool>(
       std::max<size_t>(1, cfg.tokenizer_threads), 4096)),
     server_("frontend",
