@@ -233,6 +233,16 @@ TEST_CASE("flow control: a tenant's flood does not hold back another "
   for (auto& t : flood)
     t.join();
   REQUIRE(flooded);
+  // As many unloaded samples as loaded ones (the worst of 10 against the
+  // worst of 5 was biased: failed 1 run in about 10 by 1% on a busy
+  // machine): 5 more once the flood has drained.
+  REQUIRE(eventually(
+    [&] { return c.router_metric("outrider_router_queue_depth") == 0; }, 30s));
+  for (int i = 0; i < 5; ++i) {
+    auto a = b_request();
+    REQUIRE(a.status == 200);
+    alone.push_back(a.seconds);
+  }
   auto worst = [](std::vector<double> v) {
     return *std::max_element(v.begin(), v.end());
   };
