@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "actors/indexer/flat_table.hpp"
+#include "actors/indexer/key_bits.hpp"
+#include "actors/indexer/match_groups.hpp"
 #include "cluster/kv/kv_event.hpp"
 
 namespace outrider::indexer {
@@ -68,6 +70,13 @@ class prefix_index {
   /// of `seq_hashes`, in no particular order; slots holding none are absent.
   std::vector<overlap>
   find_matches(const std::vector<uint64_t>& seq_hashes) const;
+  /// The same answer grouped by run length (match_groups): its cost
+  /// follows the prompt's length and the 64-slot words still matching at
+  /// each depth, not the number of holders (prefix_match.cpp). With
+  /// `also`, a slot's run is the longer of its run here and its run of
+  /// keys marked there (the router's predicted blocks).
+  match_groups find_groups(const std::vector<uint64_t>& seq_hashes,
+                           const key_bits* also = nullptr) const;
 
   /// The engine block hashes a slot holds, sorted.
   std::vector<uint64_t> engine_hashes(slot_id slot) const;

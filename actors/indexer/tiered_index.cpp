@@ -173,4 +173,14 @@ tiered_index::find(const std::vector<uint64_t>& keys) const {
   return out;
 }
 
+std::vector<tiered_overlap>
+tiered_index::find_offloaded(const std::vector<uint64_t>& keys) const {
+  if (!offloaded())
+    return {};
+  auto all = find(keys);
+  std::erase_if(
+    all, [](const tiered_overlap& o) { return o.any_blocks <= o.gpu_blocks; });
+  return all;
+}
+
 } // namespace outrider::indexer

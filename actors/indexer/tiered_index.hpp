@@ -64,6 +64,16 @@ class tiered_index {
 
   /// Per slot holding the first block in some tier, its runs.
   std::vector<tiered_overlap> find(const std::vector<uint64_t>& keys) const;
+  /// The GPU tier's runs grouped by length (prefix_index::find_groups).
+  match_groups find_groups(const std::vector<uint64_t>& keys,
+                           const key_bits* also = nullptr) const {
+    return tiers_[0].find_groups(keys, also);
+  }
+  /// The slots whose run goes on past their GPU run in an offload tier,
+  /// as `find` gives them; none at once without offload events (with
+  /// them, this costs what `find` costs).
+  std::vector<tiered_overlap>
+  find_offloaded(const std::vector<uint64_t>& keys) const;
   /// The GPU tier alone (what prefix_index::find_matches gives).
   std::vector<overlap> find_matches(const std::vector<uint64_t>& keys) const {
     return tiers_[0].find_matches(keys);

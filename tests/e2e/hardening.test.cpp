@@ -415,7 +415,10 @@ TEST_CASE("row 5: streams with 15 MB bodies, each followed by 15 MB of "
     REQUIRE(clients.back()->send(request));
     offer(*clients.back(), next, 200ms);
   }
-  REQUIRE(eventually([&] { return c.sims[0]->running() == streams; }, 30s));
+  // Under ASan each 15 MB body takes the tokenizer pool seconds to parse.
+  REQUIRE(eventually(
+    [&] { return c.sims[0]->running() == streams; },
+    std::chrono::milliseconds{static_cast<long>(30'000 * time_allowance)}));
   auto rss_after = proc_status(c.router->pid(), "VmRSS");
   WARN("30 streams of 15 MB bodies + 15 MB pipelined: router RSS "
        << rss_before / 1024 << " -> " << rss_after / 1024 << " MB");

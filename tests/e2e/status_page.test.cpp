@@ -69,7 +69,8 @@ TEST_CASE("the router's status page shows the workers and live figures in a "
                      "--sim-speedup", "4", "--data-dir", work.str(),
                      "--system-port", std::to_string(status), "--http-port",
                      std::to_string(http_port), "--grpc-port", "0"}};
-  REQUIRE(eventually([&] { return http_get(status, "/ready") == 200; }, 60s));
+  if (!eventually([&] { return http_get(status, "/ready") == 200; }, 60s))
+    FAIL("--role all never turned ready; its output:\n" << all.output());
 
   // A workload: two shared prefixes, so that hits are not zero. It runs
   // while the browser looks.

@@ -76,11 +76,12 @@ void decision_log::record(const route_decision& d) {
   best_blocks_->inc(d.best_overlap_blocks);
   chosen_blocks_->inc(d.chosen_overlap_blocks);
   offloaded_blocks_->inc(d.offloaded_blocks);
-  spdlog::debug("router: placed on {} rank {} of {}: overlap {}/{} blocks "
+  spdlog::debug("router: placed on {} rank {} of {} ({} scored): overlap "
+                "{}/{} blocks "
                 "(best on offer {}, queued {} tokens there, cost {:.1f} vs "
                 "{:.1f}); queued {} tokens here, {} decode blocks",
-                d.worker_id, d.rank, d.candidates, d.chosen_overlap_blocks,
-                d.prompt_blocks, d.best_overlap_blocks,
+                d.worker_id, d.rank, d.candidates, d.scored,
+                d.chosen_overlap_blocks, d.prompt_blocks, d.best_overlap_blocks,
                 d.best_overlap_prefill_tokens, d.cost, d.best_overlap_cost,
                 d.queued_prefill_tokens, d.held_decode_blocks);
   entry e;
@@ -90,6 +91,7 @@ void decision_log::record(const route_decision& d) {
   e.worker_id = d.worker_id;
   e.rank = d.rank;
   e.candidates = d.candidates;
+  e.scored = d.scored;
   e.prompt_blocks = d.prompt_blocks;
   e.overlap_blocks = d.chosen_overlap_blocks;
   e.best_overlap_blocks = d.best_overlap_blocks;
@@ -108,6 +110,7 @@ nlohmann::json decision_log::recent() const {
        {"worker", e.worker_id},
        {"rank", e.rank},
        {"candidates", e.candidates},
+       {"scored", e.scored},
        {"prompt_blocks", e.prompt_blocks},
        {"overlap_blocks", e.overlap_blocks},
        {"best_overlap_blocks", e.best_overlap_blocks},

@@ -33,6 +33,7 @@ class decision_log {
     std::string worker_id;
     int rank = 0;
     uint32_t candidates = 0;
+    uint32_t scored = 0; // ranks whose cost was computed
     uint32_t prompt_blocks = 0;
     uint32_t overlap_blocks = 0;
     uint32_t best_overlap_blocks = 0;

@@ -14,7 +14,8 @@ using engine::worker_role;
 
 placement::placement(router_config cfg, clock_fn now, uint64_t seed)
   : cfg_(std::move(cfg)), now_(std::move(now)), rng_(seed),
-    index_(kv::block_hash_seed, cfg_.tiers), sessions_(cfg_.session) {}
+    index_(kv::block_hash_seed, cfg_.tiers), sessions_(cfg_.session),
+    tie_rng_(static_cast<uint32_t>(seed ^ 0x9e3779b97f4a7c15ull)) {}
 
 int64_t placement::engine_used(const slot_info& s) const {
   return s.engine_used >= 0 && now_() - s.engine_at <= cfg_.engine_load_fresh
@@ -37,61 +38,6 @@ int64_t placement::unheld_blocks(const slot_info& s) const {
   return static_cast<int64_t>(total - std::min(total, held));
 }
 
-bool placement::all_busy(const std::vector<candidate>& cands,
-                         const route_request& req) const {
-  // The KV share keeps cached prefixes alive until they are used: kv mode
-  // only (round-robin and random place blind to caches, as a plain load
-  // balancer does, and stay the baselines kv is measured against).
-  bool by_share = cfg_.queue_kv_share > 0 && cfg_.mode == router_mode::kv &&
-                  req.role != worker_role::prefill;
-  if (!cfg_.queue_threshold && !by_share)
-    return false;
-  auto bs = static_cast<double>(std::max(1u, block_size_));
-  return std::all_of(cands.begin(), cands.end(), [&](const candidate& c) {
-    auto queued = static_cast<double>(c.active_prefill_tokens);
-    if (cfg_.queue_threshold && queued > *cfg_.queue_threshold)
-      return true;
-    const auto& s = slots_[c.slot];
-    auto unheld = by_share ? unheld_blocks(s) : -1;
-    if (unheld < 0)
-      return false;
-    // The first prompt the engine admits of those routed there is the one
-    // it is computing: only those behind it wait (and lose their cached
-    // prefixes).
-    auto computing = s.unprefilled.empty()
-                       ? 0.0
-                       : static_cast<double>(s.unprefilled.begin()->second);
-    auto waiting = std::max(0.0, queued - computing);
-    return waiting / bs > cfg_.queue_kv_share * static_cast<double>(unheld);
-  });
-}
-
-std::vector<candidate> placement::candidates(const route_request& req) const {
-  std::vector<candidate> cands;
-  for (uint32_t s = 0; s < slots_.size(); ++s) {
-    const auto& info = slots_[s];
-    // "" means any worker that decodes: aggregated or decode.
-    bool role_ok =
-      req.role ? info.role == *req.role : info.role != worker_role::prefill;
-    if (!info.alive || !role_ok ||
-        std::find(req.exclude.begin(), req.exclude.end(), info.worker_id) !=
-          req.exclude.end())
-      continue;
-    if ((req.needs_http_endpoint && info.http_endpoint.empty()) ||
-        (req.http_subset && !in_subset(*req.http_subset, info.http_endpoint)))
-      continue;
-    // An adapter's request goes only where the engine serves the adapter.
-    if (!req.identity.lora.empty()) {
-      const auto& ads = workers_.at(info.worker_id).lora_adapters;
-      if (std::find(ads.begin(), ads.end(), req.identity.lora) == ads.end())
-        continue;
-    }
-    cands.push_back(
-      candidate{s, 0, info.prefill_tokens, info.decode_blocks, free_blocks(s)});
-  }
-  return cands;
-}
-
 // What the rank's cache can take before it evicts: its blocks less those
 // the index says it caches and those its queued prompts will store.
 uint64_t placement::free_blocks(uint32_t slot) const {
@@ -108,22 +54,6 @@ selector_config placement::selector() const {
   auto cfg = cfg_.selector;
   cfg.block_size = std::max(1u, block_size_);
   return cfg;
-}
-
-// Each candidate's overlap: what the index knows, extended by the blocks
-// predicted for the requests just routed there.
-void placement::fill_overlaps(
-  std::vector<candidate>& cands, const std::vector<uint64_t>& seq,
-  const std::unordered_map<uint32_t, uint32_t>& overlap) const {
-  auto now = now_();
-  for (auto& c : cands) {
-    auto o = overlap.find(c.slot);
-    c.overlap_blocks = o == overlap.end() ? 0 : o->second;
-    uint32_t n = 0;
-    while (n < seq.size() && predicted(c.slot, seq[n], now))
-      ++n;
-    c.overlap_blocks = std::max(c.overlap_blocks, n);
-  }
 }
 
 // The index of the chosen candidate, by --router-mode.
@@ -160,6 +90,8 @@ void placement::predict(booking& b, const std::vector<uint64_t>& seq) {
     return;
   for (auto h : seq)
     ++pend[h];
+  for (auto h : seq)
+    predicted_bits_.set(h, b.slot);
   b.pending = seq;
 }
 
@@ -177,14 +109,41 @@ void placement::settle(booking& b) {
       pend.erase(i);
     pred[h] = expiry;
   }
+  lapses_.push_back({expiry, b.slot, std::move(b.pending)});
   b.pending.clear();
   b.pending.shrink_to_fit();
 }
 
 route_decision placement::place(const route_request& req) {
   route_decision d;
-  auto cands = candidates(req);
-  if (cands.empty()) {
+  auto bs = std::max(1u, block_size_);
+  auto prompt_blocks = static_cast<uint32_t>((req.tokens.size() + bs - 1) / bs);
+  auto seq =
+    kv::sequence_keys(req.tokens.data(), req.tokens.size(), bs, req.identity);
+  // Who may take it, and whether every one of them is busy: all of them
+  // for the exhaustive search; for the pruned one, from the least loaded
+  // until one is not busy.
+  bool pruned = prunable();
+  scored found;
+  bool any = false, busy_all = true;
+  if (pruned) {
+    for (const auto& [load, tie, slot] : by_load_) {
+      if (!eligible(slot, req))
+        continue;
+      any = true;
+      candidate c{slot, 0, slots_[slot].prefill_tokens, 0};
+      if (!busy(c, req)) {
+        busy_all = false;
+        break;
+      }
+    }
+  } else {
+    found.cands = candidates(req);
+    any = !found.cands.empty();
+    busy_all = std::all_of(found.cands.begin(), found.cands.end(),
+                           [&](const candidate& c) { return busy(c, req); });
+  }
+  if (!any) {
     d.no_worker = true;
     d.error = req.role ? std::string{"no "} + engine::to_string(*req.role) +
                            " worker is available"
@@ -193,52 +152,30 @@ route_decision placement::place(const route_request& req) {
       d.error += " serving adapter '" + req.identity.lora + "'";
     return d;
   }
-  auto bs = std::max(1u, block_size_);
-  auto prompt_blocks = static_cast<uint32_t>((req.tokens.size() + bs - 1) / bs);
-  auto seq =
-    kv::sequence_keys(req.tokens.data(), req.tokens.size(), bs, req.identity);
-  auto found = index_.find(seq);
-  if (all_busy(cands, req)) {
+  if (busy_all) {
     d.busy = true;
     d.error = "every worker is above the queue threshold";
     // What it would still compute at best: its weight in the queue.
     d.block_size = bs;
     d.prompt_blocks = prompt_blocks;
-    for (const auto& o : found)
-      d.best_overlap_blocks = std::max(d.best_overlap_blocks, o.gpu_blocks);
+    auto groups = index_.find_groups(seq);
+    if (!groups.groups.empty())
+      d.best_overlap_blocks = groups.groups.front().blocks;
     return d;
   }
-  // What the index knows, in every mode (the hit-rate metrics want it):
-  // the GPU run, and the offloaded blocks after it, credited by tier.
-  std::unordered_map<uint32_t, uint32_t> overlap;
-  std::unordered_map<uint32_t, double> offloaded;
-  std::unordered_map<uint32_t, uint32_t> offloaded_blocks;
-  for (const auto& o : found) {
-    overlap[o.slot] = o.gpu_blocks;
-    if (o.any_blocks > o.gpu_blocks) {
-      offloaded[o.slot] = o.credit - o.gpu_blocks;
-      offloaded_blocks[o.slot] = o.any_blocks - o.gpu_blocks;
-    }
-  }
-  fill_overlaps(cands, seq, overlap);
-  // Offloaded blocks already counted as predicted (a request routed there
-  // just now will compute them) are not credited twice.
-  for (auto& c : cands)
-    if (auto i = offloaded.find(c.slot); i != offloaded.end()) {
-      auto gpu = overlap[c.slot];
-      auto n = offloaded_blocks[c.slot];
-      auto past = std::min<uint32_t>(
-        n, c.overlap_blocks > gpu ? c.overlap_blocks - gpu : 0);
-      c.offload_credit = i->second * (n - past) / n;
-    }
+  found = pruned ? score_pruned(req, seq, prompt_blocks) : score_all(req, seq);
+  const auto& cands = found.cands;
   auto chosen =
     follow_session(cands, prompt_blocks, choose(cands, prompt_blocks), req, d);
   auto slot = cands[chosen].slot;
   explain(d, cands, chosen, prompt_blocks);
-  auto o = overlap.find(slot);
-  uint32_t overlap_blocks = o == overlap.end() ? 0 : o->second;
-  if (auto off = offloaded_blocks.find(slot); off != offloaded_blocks.end())
-    d.offloaded_blocks = off->second;
+  d.scored = static_cast<uint32_t>(cands.size());
+  if (pruned)
+    d.candidates = static_cast<uint32_t>(by_load_.size());
+  uint32_t overlap_blocks = found.gpu_blocks[chosen] == unknown_run
+                              ? index_run(slot, seq)
+                              : found.gpu_blocks[chosen];
+  d.offloaded_blocks = found.offloaded_blocks[chosen];
   auto& info = slots_[slot];
   d.queued_prefill_tokens = info.prefill_tokens;
   d.held_decode_blocks = info.decode_blocks;
@@ -261,6 +198,7 @@ route_decision placement::place(const route_request& req) {
     predict(b, seq);
   info.prefill_tokens += b.prefill_tokens;
   info.decode_blocks += b.decode_blocks;
+  reorder(slot);
   d.ok = true;
   d.key = next_key_++;
   if (b.prefill_tokens)
@@ -314,6 +252,7 @@ std::optional<uint32_t> placement::unbook(uint64_t key, bool finished) {
     s.decode_blocks -= std::min(s.decode_blocks, b.decode_blocks);
     bookings_.erase(i);
   }
+  reorder(slot);
   return slot;
 }
 

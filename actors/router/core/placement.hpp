@@ -2,15 +2,19 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
+#include "actors/indexer/key_bits.hpp"
 #include "actors/indexer/tiered_index.hpp"
 #include "actors/router/core/flow_queue.hpp"
 #include "actors/router/core/session_table.hpp"
@@ -83,10 +87,13 @@ struct route_decision {
   /// KV blocks in use on the chosen rank as its engine last reported, if
   /// that report is fresh (-1: none, e.g. vLLM).
   int64_t engine_used_kv_blocks = -1;
-  /// Why this rank: how many were on offer, the overlap it had (predicted
-  /// blocks included) against the best on offer, the cost of both, and the
-  /// queue of the rank with the best overlap (what outweighed it).
+  /// Why this rank: how many were on offer (the live ranks, when the
+  /// search was pruned), how many were scored, the overlap it had
+  /// (predicted blocks included) against the best scored, the cost of
+  /// both, and the queue of the rank with the best overlap (what
+  /// outweighed it).
   uint32_t candidates = 0;
+  uint32_t scored = 0;
   uint32_t chosen_overlap_blocks = 0;
   uint32_t best_overlap_blocks = 0;
   /// Blocks after the chosen rank's GPU run that it holds only in an
@@ -148,6 +155,10 @@ struct router_config {
   /// Session affinity (--session-affinity, --session-margin,
   /// --session-ttl).
   session_config session;
+  /// Score every eligible rank instead of only those that can win: the
+  /// reference the pruned search is tested and measured against. Round
+  /// robin, random and a temperature score every rank anyway.
+  bool exhaustive = false;
 };
 
 /// The load a (worker, rank) carries, as the router booked it.
@@ -224,6 +235,10 @@ class placement {
   /// What local booking `key` put where, to tell the other routers.
   std::optional<cluster::booking_note> note_of(uint64_t key) const;
 
+  /// Scores every eligible rank from now on (router_config::exhaustive):
+  /// the reference the tests and bench/decision_bench compare against.
+  void search_all(bool on) { cfg_.exhaustive = on; }
+
   slot_load load(uint32_t slot) const;
   /// Every live (worker, rank), by worker id and rank.
   std::vector<slot_view> view() const;
@@ -258,6 +273,9 @@ class placement {
     // admits them ((priority, key) -> prefill tokens): the first is the
     // prompt the engine is computing.
     std::map<std::pair<int32_t, uint64_t>, uint64_t> unprefilled;
+    // Its place in by_load_ (while alive).
+    double load_key = 0;
+    uint32_t tiebreak = 0;
   };
   int64_t engine_used(const slot_info& s) const;
   uint64_t total_blocks(const slot_info& s) const;
@@ -276,10 +294,31 @@ class placement {
     std::vector<uint64_t> pending; // its blocks counted in pending_
   };
 
+  // The search for candidates (placement_search.cpp): every eligible
+  // rank, or only those that can have the lowest cost.
+  struct scored {
+    std::vector<candidate> cands;
+    std::vector<uint32_t> gpu_blocks;       // the index's GPU run, per cand
+    std::vector<uint32_t> offloaded_blocks; // offloaded only, after it
+  };
+  bool eligible(uint32_t slot, const route_request& req) const;
+  bool busy(const candidate& c, const route_request& req) const;
+  bool prunable() const;
   std::vector<candidate> candidates(const route_request& req) const;
-  void
-  fill_overlaps(std::vector<candidate>& cands, const std::vector<uint64_t>& seq,
-                const std::unordered_map<uint32_t, uint32_t>& overlap) const;
+  scored score_all(const route_request& req, const std::vector<uint64_t>& seq);
+  scored score_pruned(const route_request& req,
+                      const std::vector<uint64_t>& seq, uint32_t prompt_blocks);
+  /// The overlap (index or predicted) and offload credit of a candidate.
+  void fill(candidate& c, uint32_t gpu_blocks,
+            const indexer::tiered_overlap* offloaded,
+            const std::vector<uint64_t>& seq, clock::time_point now) const;
+  /// How many leading blocks of `seq` the index holds on the slot's GPU.
+  uint32_t index_run(uint32_t slot, const std::vector<uint64_t>& seq) const;
+  static constexpr uint32_t unknown_run = UINT32_MAX;
+  /// Keeps by_load_ in step with the slot's books (and whether it lives).
+  void reorder(uint32_t slot);
+  /// The bits of predictions lapsed by `now` go.
+  void lapse_predictions(clock::time_point now);
   selector_config selector() const; // with the workers' block size
   size_t choose(const std::vector<candidate>& cands, uint32_t prompt_blocks);
   /// The session's worker instead of `pick`, as its mode allows; records
@@ -312,6 +351,21 @@ class placement {
   std::vector<std::unordered_map<uint64_t, clock::time_point>> predicted_;
   std::vector<std::unordered_map<uint64_t, uint32_t>> pending_;
   std::unordered_map<uint64_t, booking> bookings_;
+  // Live slots ordered by the load part of their cost (queued prefill and
+  // held decode, weighted), then a tie-break drawn at each change: the
+  // pruned search walks it from the least loaded.
+  std::set<std::tuple<double, uint32_t, uint32_t>> by_load_;
+  std::mt19937 tie_rng_;
+  // The predicted blocks again, as bits per key (the pruned search ANDs
+  // them with the index's), and when each settled booking's prediction
+  // lapses (then its bits go, unless predicted again since).
+  indexer::key_bits predicted_bits_;
+  struct lapse {
+    clock::time_point at;
+    uint32_t slot = 0;
+    std::vector<uint64_t> keys;
+  };
+  std::deque<lapse> lapses_;
   uint64_t next_key_ = 1;
   // Other routers' bookings live in bookings_ too, under keys of their own.
   struct remote_ref {

@@ -32,6 +32,7 @@ std::optional<uint32_t> placement::remote(const cluster::booking_note& n) {
   b.decode_blocks = n.decode_blocks;
   info.prefill_tokens += b.prefill_tokens;
   info.decode_blocks += b.decode_blocks;
+  reorder(slot);
   if (cfg_.mode == engine::router_mode::kv && !n.blocks.empty())
     predict(b, n.blocks);
   auto key = next_remote_key_++;

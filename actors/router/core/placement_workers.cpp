@@ -55,6 +55,7 @@ placement::join placement::add_worker(const cluster::worker_record& r) {
     index_.set_cap(slot, kv::medium::gpu, gpu_cap);
     index_.set_cap(slot, kv::medium::cpu, cfg_.slot_block_cap);
     index_.set_cap(slot, kv::medium::storage, cfg_.slot_block_cap);
+    reorder(slot);
   }
   spdlog::info("router: worker {} ({} rank(s), {}) joined", r.worker_id,
                r.data_parallel_size, r.relay_endpoint);
@@ -69,8 +70,13 @@ void placement::remove_worker(const std::string& id) {
     index_.clear_slot(slot);
     slots_[slot].alive = false;
     slots_[slot].unprefilled.clear();
+    for (const auto& [key, at] : predicted_[slot])
+      predicted_bits_.clear(key, slot);
+    for (const auto& [key, n] : pending_[slot])
+      predicted_bits_.clear(key, slot);
     predicted_[slot].clear();
     pending_[slot].clear();
+    reorder(slot);
   }
   std::erase_if(bookings_, [&](const auto& kv) {
     return slots_[kv.second.slot].worker_id == id;
@@ -105,7 +111,8 @@ std::optional<uint32_t> placement::apply_events(const worker_events& ev) {
   std::vector<uint64_t> touched;
   index_.apply(slot, ev.events, pred.empty() ? nullptr : &touched);
   for (auto h : touched)
-    pred.erase(h);
+    if (pred.erase(h) && !pending_[slot].count(h))
+      predicted_bits_.clear(h, slot);
   return slot;
 }
 
