@@ -2,14 +2,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace outrider::indexer {
 
-/// An open-addressing hash table (linear probing, tombstones) from a 64-bit
-/// key to a small value, kept in flat arrays so that a lookup touches one or
-/// two cache lines. Keys are random-looking hashes; they are used as they
-/// are. Not thread-safe.
+/// An open-addressing hash table (linear probing, backward-shift deletion)
+/// from a 64-bit key to a small value, kept in flat arrays so that a lookup
+/// touches one or two cache lines. Keys are random-looking hashes; they are
+/// used as they are. Not thread-safe.
 template <class Value>
 class flat_table {
  public:
@@ -32,21 +33,14 @@ class flat_table {
 
   /// The value of `key`, default-constructed when new (`added` tells).
   Value& insert(uint64_t key, bool& added) {
-    if ((size_ + tombstones_ + 1) * 10 > keys_.size() * 7)
-      rehash(size_ * 10 > keys_.size() * 3 ? keys_.size() * 2 : keys_.size());
-    size_t tomb = SIZE_MAX;
+    if ((size_ + 1) * 10 > keys_.size() * 7)
+      rehash(keys_.size() * 2);
     for (size_t i = home(key);; i = (i + 1) & mask_) {
       if (state_[i] == full && keys_[i] == key) {
         added = false;
         return vals_[i];
       }
-      if (state_[i] == tombstone && tomb == SIZE_MAX)
-        tomb = i;
       if (state_[i] == empty) {
-        if (tomb != SIZE_MAX) {
-          i = tomb;
-          --tombstones_;
-        }
         state_[i] = full;
         keys_[i] = key;
         vals_[i] = Value{};
@@ -57,23 +51,46 @@ class flat_table {
     }
   }
 
+  /// Calls f(key, value) for every entry, in no particular order.
+  template <class F>
+  void each(F&& f) const {
+    for (size_t i = 0; i < keys_.size(); ++i)
+      if (state_[i] == full)
+        f(keys_[i], vals_[i]);
+  }
+
+  /// Removes `key`, if held. Backward-shift deletion: the entries after
+  /// it in its probe run move up, so that no tombstone is left and the
+  /// table never rehashes to clear them (a rehash on the decision path was
+  /// a latency spike).
   void erase(uint64_t key) {
-    for (size_t i = home(key);; i = (i + 1) & mask_) {
+    size_t i = home(key);
+    for (;; i = (i + 1) & mask_) {
       if (state_[i] == empty)
         return;
-      if (state_[i] == full && keys_[i] == key) {
-        state_[i] = tombstone;
-        --size_;
-        ++tombstones_;
-        return;
-      }
+      if (keys_[i] == key)
+        break;
     }
+    --size_;
+    for (size_t j = (i + 1) & mask_;; j = (j + 1) & mask_) {
+      if (state_[j] == empty)
+        break;
+      // Entry j may fill hole i unless its home lies cyclically in (i, j].
+      size_t h = home(keys_[j]);
+      bool stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
+      if (stays)
+        continue;
+      keys_[i] = keys_[j];
+      vals_[i] = std::move(vals_[j]);
+      i = j;
+    }
+    state_[i] = empty;
+    vals_[i] = Value{}; // what it held goes now
   }
 
  private:
   static constexpr uint8_t empty = 0;
   static constexpr uint8_t full = 1;
-  static constexpr uint8_t tombstone = 2;
 
   size_t home(uint64_t key) const {
     // Keys are hashes already; fold the high bits in anyway.
@@ -91,11 +108,10 @@ class flat_table {
     state.swap(state_);
     mask_ = capacity - 1;
     size_ = 0;
-    tombstones_ = 0;
     for (size_t i = 0; i < keys.size(); ++i)
       if (state[i] == full) {
         bool added = false;
-        insert(keys[i], added) = vals[i];
+        insert(keys[i], added) = std::move(vals[i]);
       }
   }
 
@@ -104,7 +120,6 @@ class flat_table {
   std::vector<uint8_t> state_;
   size_t mask_ = 0;
   size_t size_ = 0;
-  size_t tombstones_ = 0;
 };
 
 } // namespace outrider::indexer

@@ -110,7 +110,8 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
         active.push_back({static_cast<uint32_t>(w + 1), (*first.hi)[w], 0});
   }
   if (first.extra) {
-    for (auto [w, bits] : *first.extra) {
+    for (size_t k = 0; k < first.extra->size(); ++k) {
+      auto [w, bits] = (*first.extra)[k];
       auto i = std::lower_bound(
         active.begin(), active.end(), w,
         [](const word_state& a, uint32_t v) { return a.w < v; });

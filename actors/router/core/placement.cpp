@@ -72,26 +72,21 @@ size_t placement::choose(const std::vector<candidate>& cands,
 
 bool placement::predicted(uint32_t slot, uint64_t hash,
                           clock::time_point now) const {
-  if (pending_[slot].count(hash))
-    return true;
-  auto i = predicted_[slot].find(hash);
-  return i != predicted_[slot].end() && i->second >= now;
+  const auto* p = predictions_[slot].find(hash);
+  return p && (p->pending > 0 || p->until >= now);
 }
 
 // The booking's blocks count as held on its slot until it is prefilled.
 void placement::predict(booking& b, const std::vector<uint64_t>& seq) {
-  auto& pred = predicted_[b.slot];
-  auto& pend = pending_[b.slot];
-  if (pred.size() + pend.size() + seq.size() > cfg_.prediction_cap) {
-    auto now = now_();
-    std::erase_if(pred, [now](const auto& kv) { return kv.second < now; });
-  }
-  if (pred.size() + pend.size() + seq.size() > cfg_.prediction_cap)
+  auto& pred = predictions_[b.slot];
+  if (pred.size() + seq.size() > cfg_.prediction_cap)
+    lapse_predictions(now_());
+  if (pred.size() + seq.size() > cfg_.prediction_cap)
     return;
+  bool added = false;
   for (auto h : seq)
-    ++pend[h];
-  for (auto h : seq)
-    predicted_bits_.set(h, b.slot);
+    if (pred.insert(h, added).pending++ == 0)
+      predicted_bits_.set(h, b.slot);
   b.pending = seq;
 }
 
@@ -100,14 +95,14 @@ void placement::predict(booking& b, const std::vector<uint64_t>& seq) {
 void placement::settle(booking& b) {
   if (b.pending.empty())
     return;
-  auto& pred = predicted_[b.slot];
-  auto& pend = pending_[b.slot];
+  auto& pred = predictions_[b.slot];
   auto expiry = now_() + cfg_.prediction_ttl;
+  bool added = false;
   for (auto h : b.pending) {
-    auto i = pend.find(h);
-    if (i != pend.end() && --i->second == 0)
-      pend.erase(i);
-    pred[h] = expiry;
+    auto& p = pred.insert(h, added);
+    if (p.pending > 0)
+      --p.pending;
+    p.until = expiry;
   }
   lapses_.push_back({expiry, b.slot, std::move(b.pending)});
   b.pending.clear();

@@ -291,7 +291,7 @@ class placement {
     uint64_t decode_blocks = 0;
     int32_t priority = 0;
     bool prefilled = false;
-    std::vector<uint64_t> pending; // its blocks counted in pending_
+    std::vector<uint64_t> pending; // its blocks counted as pending
   };
 
   // The search for candidates (placement_search.cpp): every eligible
@@ -346,10 +346,13 @@ class placement {
   // prefilled: counted before their events arrive, so that a burst sharing
   // a prefix is not scattered. Entries expire.
   // A block stays predicted while a request routed there with it has not
-  // been prefilled (pending_: how many such requests), then for
-  // prediction_ttl more, until its KV event has arrived (predicted_).
-  std::vector<std::unordered_map<uint64_t, clock::time_point>> predicted_;
-  std::vector<std::unordered_map<uint64_t, uint32_t>> pending_;
+  // been prefilled (`pending`: how many such requests), then for
+  // prediction_ttl more (`until`), or until its KV event has arrived.
+  struct prediction {
+    uint32_t pending = 0;
+    clock::time_point until{};
+  };
+  std::vector<indexer::flat_table<prediction>> predictions_;
   std::unordered_map<uint64_t, booking> bookings_;
   // Live slots ordered by the load part of their cost (queued prefill and
   // held decode, weighted), then a tie-break drawn at each change: the

@@ -268,9 +268,14 @@ void placement::lapse_predictions(clock::time_point now) {
   // Settled with one TTL, so in the order they lapse.
   while (!lapses_.empty() && lapses_.front().at < now) {
     const auto& l = lapses_.front();
-    for (auto key : l.keys)
-      if (!predicted(l.slot, key, now)) // else predicted again since
-        predicted_bits_.clear(key, l.slot);
+    auto& pred = predictions_[l.slot];
+    for (auto key : l.keys) {
+      const auto* p = pred.find(key);
+      if (!p || p->pending > 0 || p->until >= now)
+        continue; // gone already, or predicted again since
+      pred.erase(key);
+      predicted_bits_.clear(key, l.slot);
+    }
     lapses_.pop_front();
   }
 }

@@ -37,8 +37,7 @@ placement::join placement::add_worker(const cluster::worker_record& r) {
   auto& slots = worker_slots_[r.worker_id];
   for (uint32_t rank = 0; rank < r.data_parallel_size; ++rank) {
     slots.push_back(static_cast<uint32_t>(slots_.size()));
-    predicted_.emplace_back();
-    pending_.emplace_back();
+    predictions_.emplace_back();
     slots_.push_back(
       slot_info{r.worker_id, r.role, r.relay_endpoint, r.engine_endpoint,
                 r.protocol, r.bootstrap_endpoint, static_cast<int>(rank), true,
@@ -70,12 +69,10 @@ void placement::remove_worker(const std::string& id) {
     index_.clear_slot(slot);
     slots_[slot].alive = false;
     slots_[slot].unprefilled.clear();
-    for (const auto& [key, at] : predicted_[slot])
+    predictions_[slot].each([&](uint64_t key, const prediction&) {
       predicted_bits_.clear(key, slot);
-    for (const auto& [key, n] : pending_[slot])
-      predicted_bits_.clear(key, slot);
-    predicted_[slot].clear();
-    pending_[slot].clear();
+    });
+    predictions_[slot] = {};
     reorder(slot);
   }
   std::erase_if(bookings_, [&](const auto& kv) {
@@ -107,12 +104,19 @@ std::optional<uint32_t> placement::apply_events(const worker_events& ev) {
   // index's to follow: its prediction goes, so that an eviction counts at
   // once instead of after prediction_ttl (pending ones stay: a request
   // queued there will compute them again).
-  auto& pred = predicted_[slot];
+  auto& pred = predictions_[slot];
   std::vector<uint64_t> touched;
-  index_.apply(slot, ev.events, pred.empty() ? nullptr : &touched);
-  for (auto h : touched)
-    if (pred.erase(h) && !pending_[slot].count(h))
+  index_.apply(slot, ev.events, pred.size() == 0 ? nullptr : &touched);
+  for (auto h : touched) {
+    auto* p = pred.find(h);
+    if (!p)
+      continue;
+    p->until = {};
+    if (p->pending == 0) {
+      pred.erase(h);
       predicted_bits_.clear(h, slot);
+    }
+  }
   return slot;
 }
 
