@@ -4,9 +4,9 @@
 //
 // Every worker holds a 32-block system prompt; each also holds 4 whole
 // prompts of 128 blocks from a pool of 400 that share it (so a few workers
-// hold any given prompt); requests are prompts of the pool, half of them
-// in flight at any time (loads differ), KV events for each placed prompt
-// arrive at once.
+// hold any given prompt); requests are prompts of the pool, as many in
+// flight as half the workers (loads differ), KV events for each placed
+// prompt arrive at once. 3,000 decisions warm up (unmeasured) first.
 //
 //   build/bench/decision_bench [decisions per size] [FILE.csv]
 //   build/bench/decision_bench [decisions per size] [one size, pruned only]
@@ -68,7 +68,10 @@ figures run(size_t workers, bool exhaustive, size_t decisions,
   cfg.exhaustive = exhaustive;
   if (std::getenv("NO_PREDICTION"))
     cfg.prediction_cap = 0;
-  placement p{cfg, [] { return clock_type::now(); }, 1};
+  // Time moves 2 ms a decision: predictions lapse (5 s) as in a fleet
+  // placing 500 requests a second, once the warm-up has filled them.
+  auto now = clock_type::time_point{};
+  placement p{cfg, [&now] { return now; }, 1};
   uint64_t engine_hash = 1;
   auto store = [&](const std::string& id, const std::vector<uint32_t>& t,
                    size_t blocks) {
@@ -96,19 +99,23 @@ figures run(size_t workers, bool exhaustive, size_t decisions,
   std::vector<double> us;
   double scored = 0;
   std::deque<uint64_t> running;
-  for (size_t i = 0; i < decisions; ++i) {
+  constexpr size_t warm_up = 3000;
+  for (size_t i = 0; i < warm_up + decisions; ++i) {
+    now += std::chrono::milliseconds{2};
     route_request req;
     req.tokens = prompts[rng() % prompts.size()];
     auto t0 = clock_type::now();
     auto d = p.place(req);
-    us.push_back(
-      std::chrono::duration<double, std::micro>(clock_type::now() - t0)
-        .count());
+    if (i >= warm_up)
+      us.push_back(
+        std::chrono::duration<double, std::micro>(clock_type::now() - t0)
+          .count());
     if (!d.ok) {
       std::fprintf(stderr, "not placed: %s\n", d.error.c_str());
       std::exit(1);
     }
-    scored += d.scored;
+    if (i >= warm_up)
+      scored += d.scored;
     store(d.worker_id, req.tokens, prompt_blocks);
     p.prefilled(d.key);
     running.push_back(d.key);

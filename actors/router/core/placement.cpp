@@ -119,6 +119,8 @@ route_decision placement::place(const route_request& req) {
   // for the exhaustive search; for the pruned one, from the least loaded
   // until one is not busy.
   bool pruned = prunable();
+  // Lapsed predictions go first: the pruned search reads them as bits.
+  lapse_predictions(now_());
   scored found;
   bool any = false, busy_all = true;
   if (pruned) {

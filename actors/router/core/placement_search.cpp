@@ -147,7 +147,6 @@ placement::scored placement::score_pruned(const route_request& req,
                                           uint32_t prompt_blocks) {
   scored out;
   auto now = now_();
-  lapse_predictions(now);
   // Runs of the index or of predicted blocks, whichever is longer.
   auto groups = index_.find_groups(seq, &predicted_bits_);
   auto offloaded = index_.find_offloaded(seq);
