@@ -55,6 +55,7 @@ router::router_config placement_from(const runtime::options& o) {
   rc.selector.queue_weight = o.get(opt::kv_queue_weight);
   rc.selector.evict_weight = o.get(opt::kv_evict_weight);
   rc.selector.temperature = o.get(opt::router_temperature);
+  rc.exhaustive = o.get(opt::router_search) == "exhaustive";
   rc.prediction_ttl = o.get(opt::kv_prediction_ttl);
   rc.tiers.weight = {1.0, o.get(opt::kv_cpu_weight),
                      o.get(opt::kv_storage_weight)};

@@ -70,6 +70,12 @@ std::vector<option_spec> routing_option_specs() {
       "router-temperature", ot::number, "0",
       "router: 0 picks the lowest cost; above 0 samples softmax(-cost/T)",
       "--router-temperature 0.5"),
+    make_option(
+      "router-search", ot::string, "pruned",
+      "router, kv mode: pruned scores only the ranks that can have the "
+      "lowest cost; exhaustive scores every rank (the same choice, slower "
+      "with many workers; for comparison)",
+      "--router-search exhaustive", {"pruned", "exhaustive"}),
     make_option("migration-limit", ot::integer, "2",
                 "router: times a broken stream moves to another worker",
                 "--migration-limit 1", {}, 0, 100),
