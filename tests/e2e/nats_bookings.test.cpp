@@ -151,9 +151,13 @@ TEST_CASE("routers sharing their bookings spread a burst as one router "
   WARN("one router: " << show(one) << "| two sharing: " << show(two_shared)
                       << "| two not sharing: " << show(two_alone));
   // The spread is what the busiest worker (the one caching the prefix)
-  // takes (measured: 21 of 32 for one router and for two sharing, 32 for
-  // two not sharing); the others split the rest, by ties at random.
-  double tolerance = 0.1 * burst;
+  // takes (measured: 20-22 of 32 for one router, 18-20 for two sharing, 32
+  // for two not sharing); the others split the rest, by ties at random.
+  // Two routers see each other's bookings a note later (NATS, a few ms,
+  // more under ASan): a request placed before the other's last note came
+  // sees that worker's load without it, so two sharing routers differ from
+  // one by up to 4 requests (4 once in 9 ASan runs), a herd by 10 or more.
+  double tolerance = 0.125 * burst;
   CHECK(std::abs(two_shared[0] - one[0]) <= tolerance);
   CHECK(two_shared[0] + two_shared[1] + two_shared[2] + two_shared[3] == burst);
   // The herd: blind to each other, the two pile onto that worker.
