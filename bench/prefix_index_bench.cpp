@@ -1,10 +1,11 @@
 // The router's global index: apply rate, find_matches latency and memory per
 // indexed block, each against a baseline measured in the same run.
 //
-//   build/bench/prefix_index_bench
+//   build/bench/prefix_index_bench [WORKERS BLOCKS_PER_WORKER]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <malloc.h>
 #include <random>
 #include <unordered_set>
@@ -20,8 +21,9 @@ using clock_type = std::chrono::steady_clock;
 namespace {
 
 constexpr uint32_t block_size = 16;
-constexpr int workers = 64;
-constexpr size_t blocks_per_worker = 16000;
+// Defaults; `prefix_index_bench WORKERS BLOCKS_PER_WORKER` for a fleet.
+int workers = 64;
+size_t blocks_per_worker = 16000;
 constexpr size_t prompt_blocks = 128;
 
 size_t heap_in_use() {
@@ -30,7 +32,11 @@ size_t heap_in_use() {
 
 } // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 2) {
+    workers = std::atoi(argv[1]);
+    blocks_per_worker = std::strtoul(argv[2], nullptr, 10);
+  }
   std::mt19937_64 rng{42};
   // 400 prompts of 128 blocks; each shares its first 32 blocks with the
   // other prompts of its group of 8 (system prompts, few-shot examples).
