@@ -7,16 +7,17 @@
 // Why the pruned search is exact. A rank's cost (worker_selector.hpp) is
 //   (w_o + w_d) x U + w_o x e x evicted + L,  U = uncached prompt blocks,
 // where L = w_o x q x queued + w_d x decode is its load part, kept ordered
-// in by_load_, and evicted >= 0. A rank that holds d leading blocks in the
-// index and nothing predicted or offloaded has U = P - d, so its cost is at
-// least (w_o + w_d)(P - d) + L. The index answers in groups of equal d
-// (match_groups); each group is searched from its least loaded member and
-// left once that bound passes the best cost found, deepest group first,
-// and a group whose bound starts above the best is not searched at all.
-// The ranks whose overlap the bound does not cover (a prediction of the
-// prompt's first block, an offloaded run, the session's rank) are scored
-// one by one first. Ties are kept up to a few: which of them wins is
-// random in both searches.
+// in by_load_, and evicted >= 0. A rank whose run of leading blocks,
+// cached or predicted (whichever is longer), is d and that holds nothing
+// offloaded after it has U = P - d, so its cost is at least
+// (w_o + w_d)(P - d) + L. The index answers in groups of equal d
+// (match_groups, predicted blocks ANDed in from key_bits); each group is
+// searched from its least loaded member (or member by member, if small)
+// and left once that bound passes the best cost found, deepest group
+// first, and a group whose bound starts above the best is not searched at
+// all. The ranks the bound does not cover (an offloaded run, the session's
+// rank) are scored one by one first. Ties are kept up to 16: which of them
+// wins is random in both searches.
 #include <algorithm>
 #include <cmath>
 #include <limits>
