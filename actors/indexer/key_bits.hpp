@@ -88,7 +88,6 @@ class key_bits {
 
   /// The key's words; null when no slot marks it.
   const words* find(uint64_t key) const { return table_.find(key); }
-  size_t keys() const { return table_.size(); }
 
  private:
   static std::vector<word>::iterator at(std::vector<word>& ws, uint32_t w) {

@@ -35,20 +35,6 @@ struct match_groups {
   };
   /// Deepest first; no empty group, no group of 0 blocks.
   std::vector<group> groups;
-
-  /// How many leading blocks `slot` holds (a search per group).
-  uint32_t blocks_of(uint32_t slot) const {
-    for (const auto& g : groups)
-      if (g.has(slot))
-        return g.blocks;
-    return 0;
-  }
-  size_t holders() const {
-    size_t n = 0;
-    for (const auto& g : groups)
-      n += g.count;
-    return n;
-  }
 };
 
 } // namespace outrider::indexer
