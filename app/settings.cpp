@@ -155,6 +155,9 @@ router_settings_from(const runtime::options& o, std::string* why) {
   s.epp_port = static_cast<int>(o.get(opt::epp_port));
   s.epp_streamed = o.get(opt::epp_body_mode) == "streamed";
   s.grpc_limits.idle_timeout = o.get(opt::grpc_idle_timeout);
+  s.grpc_limits.memory_quota =
+    static_cast<size_t>(o.get(opt::grpc_memory_quota));
+  s.grpc_limits.probe_interval = o.get(opt::listener_probe_interval);
   s.tokenizer_dir = o.get(opt::tokenizer);
   s.chat_template_file = o.get(opt::chat_template);
   s.migration_limit = static_cast<int>(o.get(opt::migration_limit));
@@ -219,6 +222,9 @@ sidecar::sidecar_settings sidecar_settings_from(const runtime::options& o) {
   s.advertise_host = advertised_host(o);
   s.relay_max_streams = static_cast<size_t>(o.get(opt::relay_max_streams));
   s.grpc_limits.idle_timeout = o.get(opt::grpc_idle_timeout);
+  s.grpc_limits.memory_quota =
+    static_cast<size_t>(o.get(opt::grpc_memory_quota));
+  s.grpc_limits.probe_interval = o.get(opt::listener_probe_interval);
   s.shutdown_engine_on_gap = o.get(opt::on_kv_gap) == "shutdown-engine";
   s.kv_max_message_bytes = o.get(opt::kv_max_message_bytes);
   s.kv_max_batch_events = static_cast<size_t>(o.get(opt::kv_max_batch_events));

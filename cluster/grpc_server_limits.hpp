@@ -3,11 +3,17 @@
 // Limits every gRPC listener of outrider sets (the router's gRPC frontend,
 // the sidecar's relay): connections that carry no call are closed after
 // an idle time, and one that does not finish its handshake in time is
-// dropped, so idle or silent peers cannot hold descriptors for ever.
+// dropped, so idle or silent peers cannot hold descriptors for ever; the
+// server's memory is bounded by a quota (gRPC refuses new connections and
+// reclaims from idle ones near it); each listener is probed from outside
+// (runtime/listener_watch.hpp), since gRPC 1.51's stops for good when an
+// accept fails.
 
 #include <chrono>
 #include <climits>
+#include <string>
 
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/server_builder.h>
 
 namespace outrider::cluster {
@@ -19,13 +25,26 @@ struct grpc_server_limits {
   /// A connection that has not finished its handshake (TLS, then the
   /// HTTP/2 preface and settings) by then is dropped.
   std::chrono::milliseconds handshake_timeout{std::chrono::seconds{10}};
+  /// The gRPC memory of this server (connections' and calls' buffers):
+  /// near it, new connections are closed as they come. 0: unbounded.
+  /// --grpc-memory-quota.
+  size_t memory_quota = size_t{1} << 30;
+  /// How often the listener is probed from a fresh connection (0: never).
+  /// --listener-probe-interval.
+  std::chrono::milliseconds probe_interval{std::chrono::seconds{5}};
 };
 
 inline int clamp_ms(std::chrono::milliseconds d) {
   return d.count() > INT_MAX ? INT_MAX : static_cast<int>(d.count());
 }
 
-inline void apply(grpc::ServerBuilder& b, const grpc_server_limits& l) {
+inline void apply(grpc::ServerBuilder& b, const grpc_server_limits& l,
+                  const std::string& name) {
+  if (l.memory_quota > 0) {
+    grpc::ResourceQuota quota{"outrider-" + name};
+    quota.Resize(l.memory_quota);
+    b.SetResourceQuota(quota);
+  }
   if (l.idle_timeout.count() > 0)
     b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                          clamp_ms(l.idle_timeout));

@@ -83,6 +83,8 @@ struct option_key {
   X(epp_body_mode, "epp-body-mode", string)                                    \
   X(grpc_max_streams, "grpc-max-streams", integer)                             \
   X(grpc_idle_timeout, "grpc-idle-timeout", duration)                          \
+  X(grpc_memory_quota, "grpc-memory-quota", integer)                           \
+  X(listener_probe_interval, "listener-probe-interval", duration)              \
   X(request_timeout, "request-timeout", duration)                              \
   X(dispatch, "dispatch", string)                                              \
   X(router_mode, "router-mode", string)                                        \

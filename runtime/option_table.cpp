@@ -291,6 +291,20 @@ std::vector<option_spec> make_specs() {
       "one that has not finished its handshake in 10 s is dropped",
       "--grpc-idle-timeout 1m"),
     make_option(
+      "grpc-memory-quota", ot::integer, "1073741824",
+      "router and sidecar: bytes of memory each gRPC server (the router's "
+      "--grpc-port and --epp-port, a sidecar's relay) may use for its "
+      "connections and calls; near it, gRPC closes new connections as they "
+      "come; 0: unbounded",
+      "--grpc-memory-quota 268435456", {}, 0, 1099511627776),
+    make_option(
+      "listener-probe-interval", ot::duration, "5s",
+      "router and sidecar: how often each gRPC listener is probed from a "
+      "fresh connection; one that stops accepting (two probes in a row) "
+      "makes /ready 503 (a sidecar withdraws its worker) and is rebuilt "
+      "on the same port after a third; 0: not probed",
+      "--listener-probe-interval 10s"),
+    make_option(
       "request-timeout", ot::duration, "30m",
       "router: a request's whole time; every engine call it makes has "
       "this deadline (504 beyond)",

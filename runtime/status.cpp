@@ -37,6 +37,15 @@ void health_state::begin_shutdown() {
   shutting_down_.store(true);
 }
 
+void health_state::set_impaired(const std::string& part, bool impaired) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (impaired)
+    impaired_parts_.insert(part);
+  else
+    impaired_parts_.erase(part);
+  impaired_.store(static_cast<int>(impaired_parts_.size()));
+}
+
 void health_state::set_component(const std::string& name,
                                  const std::string& state,
                                  const std::string& detail) {
@@ -47,8 +56,10 @@ void health_state::set_component(const std::string& name,
 std::string health_state::to_json() const {
   nlohmann::json doc;
   doc["role"] = role_;
-  doc["status"] =
-    shutting_down() ? "shutting_down" : (ready() ? "ready" : "starting");
+  doc["status"] = shutting_down() ? "shutting_down"
+                  : ready()       ? "ready"
+                  : ready_.load() ? "impaired"
+                                  : "starting";
   doc["components"] = nlohmann::json::object();
   std::lock_guard<std::mutex> guard{mtx_};
   for (const auto& [name, c] : components_) {

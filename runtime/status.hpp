@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "runtime/http/server.hpp"
@@ -24,12 +25,19 @@ class health_state {
   void set_ready(bool ready);
   /// Readiness goes false for good; called at the first moment of shutdown.
   void begin_shutdown();
-  bool ready() const { return ready_.load() && !shutting_down_.load(); }
+  bool ready() const {
+    return ready_.load() && !shutting_down_.load() && impaired_.load() == 0;
+  }
   bool shutting_down() const { return shutting_down_.load(); }
 
   /// Records a component's state, e.g. ("engine", "serving", "").
   void set_component(const std::string& name, const std::string& state,
                      const std::string& detail = {});
+
+  /// A part the process cannot serve without (a listener that stopped
+  /// accepting, say) fails or recovers: not ready while any is failing,
+  /// whatever the role declared.
+  void set_impaired(const std::string& part, bool impaired);
 
   /// The `/health` document.
   std::string to_json() const;
@@ -42,7 +50,9 @@ class health_state {
   std::string role_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> shutting_down_{false};
+  std::atomic<int> impaired_{0};
   mutable std::mutex mtx_;
+  std::set<std::string> impaired_parts_;        // guarded by mtx_
   std::map<std::string, component> components_; // guarded by mtx_
 };
 

@@ -22,6 +22,7 @@
 #include "cluster/nats_discovery.hpp"
 #include "cluster/nats_kv_plane.hpp"
 #include "cluster/tls.hpp"
+#include "runtime/listener_watch.hpp"
 #include "runtime/metrics.hpp"
 
 namespace outrider::router {
@@ -35,10 +36,11 @@ struct router_parts {
   std::unique_ptr<dispatcher> dispatch;
   std::unique_ptr<http_frontend> frontend;
   std::unique_ptr<grpc_frontend> grpc;
-  std::unique_ptr<epp_server> epp;               // --epp-port
-  std::optional<cluster::tls_material> tls;      // --tls-*
-  std::shared_ptr<cluster::nats_kv_plane> plane; // --event-plane nats
-  booking_share share;                           // --share-bookings
+  std::unique_ptr<epp_server> epp;                    // --epp-port
+  std::unique_ptr<runtime::listener_watch> listeners; // gRPC listeners probed
+  std::optional<cluster::tls_material> tls;           // --tls-*
+  std::shared_ptr<cluster::nats_kv_plane> plane;      // --event-plane nats
+  booking_share share;                                // --share-bookings
   runtime::slot_ptr<kv_router_actor> brain =
     std::make_shared<runtime::actor_slot<kv_router_actor>>();
   router_config config;
@@ -70,6 +72,8 @@ struct router_parts {
       return;
     stopping = true;
     ready = false;
+    if (listeners)
+      listeners->stop(); // no rebuild while the servers stop
     dispatch->begin_shutdown();
     if (epp)
       epp->stop(); // its bookings go with its streams
@@ -197,6 +201,43 @@ bool start_frontends(runtime::role_env& ctx, const router_settings& s,
   return true;
 }
 
+// The gRPC listeners (--grpc-port, --epp-port) probed from outside
+// (--listener-probe-interval): one that stops accepting makes /ready 503
+// and is rebuilt on its port.
+void watch_listeners(runtime::role_env& ctx, const router_settings& s,
+                     router_parts& parts) {
+  const auto& lim = s.grpc_limits;
+  if (lim.probe_interval.count() <= 0 || (!parts.grpc && !parts.epp))
+    return;
+  runtime::listener_watch::config wc;
+  wc.interval = lim.probe_interval;
+  wc.timeout = std::min(lim.probe_interval, std::chrono::milliseconds{3000});
+  parts.listeners = std::make_unique<runtime::listener_watch>(wc);
+  std::weak_ptr<runtime::health_state> weak = ctx.health;
+  auto add = [&](const std::string& name, auto* server) {
+    runtime::listener_watch::listener l;
+    l.name = name;
+    l.host = runtime::probe_host(s.http_host);
+    if (parts.tls)
+      l.tls = {true, parts.tls->cert, parts.tls->key};
+    l.port = [server] { return server->port(); };
+    l.on_change = [weak, name](bool ok, const std::string& why) {
+      if (auto h = weak.lock()) {
+        h->set_component(name + "_listener", ok ? "accepting" : "not_accepting",
+                         why);
+        h->set_impaired(name + "_listener", !ok);
+      }
+    };
+    l.restart = [server] { return server->restart(std::chrono::seconds{5}); };
+    parts.listeners->add(std::move(l));
+  };
+  if (parts.grpc)
+    add("grpc", parts.grpc.get());
+  if (parts.epp)
+    add("epp", parts.epp.get());
+  parts.listeners->start();
+}
+
 // Ready when the frontends listen; with `workers` > 0 (--role all, whose
 // engines are its own) only once the router actor says it can place on that
 // many (it tells every change: no polling).
@@ -263,8 +304,10 @@ start_router(runtime::role_env& ctx, const router_settings& s,
       return nlohmann::json{{"last_minute", p->dispatch->recent().summary()},
                             {"in_flight", p->dispatch->in_flight()}};
     });
-  if (tls && start_frontends(ctx, s, *parts))
+  if (tls && start_frontends(ctx, s, *parts)) {
+    watch_listeners(ctx, s, *parts);
     declare_ready(ctx, *parts, s.ready_workers);
+  }
   // Shutdown: stop admitting at once, let requests in flight finish for
   // most of --shutdown-timeout, then end the rest.
   auto grace = s.shutdown_timeout * 3 / 4;

@@ -286,6 +286,9 @@ lifecycle_actor::behavior_type lifecycle(self_ptr self, lifecycle_config cfg) {
     [=](store_atom, bool ok, const std::string& why) {
       run(self, self->state.machine->on_index_store(ok, why));
     },
+    [=](listener_atom, bool ok, const std::string& why) {
+      run(self, self->state.machine->on_relay_listener(ok, why));
+    },
     [=](detect_atom) { detect(self); },
     [=](detect_atom, const std::string& protocol, const std::string& why) {
       auto& st = self->state;

@@ -29,6 +29,8 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using detect_atom = caf::atom_constant<caf::atom("detect")>;
 /// From the indexer: its store writes (true) or fails (false, why).
 using store_atom = caf::atom_constant<caf::atom("store")>;
+/// From the listener watch: the relay accepts (true) or not (false, why).
+using listener_atom = caf::atom_constant<caf::atom("listener")>;
 
 /// What the engine said about itself, or why it could not.
 struct identity_result {
@@ -52,7 +54,8 @@ using lifecycle_actor = caf::typed_actor<
   caf::reacts_to<identity_result, uint64_t>, caf::reacts_to<stopping_atom>,
   caf::reacts_to<tick_atom>, caf::reacts_to<detect_atom>,
   caf::reacts_to<detect_atom, std::string, std::string>,
-  caf::reacts_to<store_atom, bool, std::string>>;
+  caf::reacts_to<store_atom, bool, std::string>,
+  caf::reacts_to<listener_atom, bool, std::string>>;
 
 struct lifecycle_config {
   std::string engine_endpoint;

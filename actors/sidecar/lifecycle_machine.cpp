@@ -15,7 +15,7 @@ constexpr std::chrono::milliseconds identity_retry{500};
 lifecycle_machine::lifecycle_machine(config cfg) : cfg_(std::move(cfg)) {}
 
 bool lifecycle_machine::wants_registration() const {
-  return !stopping_ && !store_failing_ &&
+  return !stopping_ && !store_failing_ && !listener_failing_ &&
          health_ == engine::engine_health::serving && identified_ &&
          caught_up_.size() >= expected_sources_;
 }
@@ -197,6 +197,24 @@ lifecycle_commands lifecycle_machine::on_index_store(bool ok,
                   "until it can",
                   why);
   out.emplace_back(cmd::report{"index", ok ? "ok" : "store_failing", why});
+  reconcile(out);
+  return out;
+}
+
+lifecycle_commands
+lifecycle_machine::on_relay_listener(bool ok, const std::string& why) {
+  lifecycle_commands out;
+  if (listener_failing_ == !ok)
+    return out;
+  listener_failing_ = !ok;
+  if (ok)
+    spdlog::info("sidecar: the relay accepts connections again");
+  else
+    spdlog::error("sidecar: the relay does not accept connections ({}): "
+                  "withdrawn until it does",
+                  why);
+  out.emplace_back(
+    cmd::report{"relay_listener", ok ? "accepting" : "not_accepting", why});
   reconcile(out);
   return out;
 }

@@ -130,6 +130,10 @@ class lifecycle_machine {
   /// again: a worker whose index no longer follows its engine is withdrawn
   /// and unready until it does.
   lifecycle_commands on_index_store(bool ok, const std::string& why);
+  /// The relay's listener stopped accepting connections (`why`), or
+  /// accepts again: a worker no new router can reach is withdrawn and
+  /// unready until it does.
+  lifecycle_commands on_relay_listener(bool ok, const std::string& why);
 
   bool identified() const { return identified_; }
   uint64_t attempt() const { return attempt_; }
@@ -148,6 +152,7 @@ class lifecycle_machine {
   bool ever_serving_ = false;
   bool stopping_ = false;
   bool store_failing_ = false;
+  bool listener_failing_ = false;
   bool identified_ = false;
   uint64_t attempt_ = 0;
   engine::engine_info info_;

@@ -128,25 +128,64 @@ relay::~relay() {
   stop();
 }
 
-caf::error relay::start() {
+namespace {
+
+// Builds and starts the server on `listen` (services already made);
+// the port bound, 0 when it could not.
+uint16_t build_server(relay::impl& r, const std::string& listen) {
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(impl_->cfg.listen,
-                           impl_->cfg.credentials
-                             ? impl_->cfg.credentials
-                             : grpc::InsecureServerCredentials(),
-                           &port);
-  cluster::apply(builder, impl_->cfg.limits);
-  builder.RegisterService(impl_->inference_service.get());
-  builder.RegisterService(impl_->control_service.get());
-  impl_->server = builder.BuildAndStart();
-  if (!impl_->server || port == 0)
+  builder.AddListeningPort(
+    listen,
+    r.cfg.credentials ? r.cfg.credentials : grpc::InsecureServerCredentials(),
+    &port);
+  cluster::apply(builder, r.cfg.limits, "relay");
+  builder.RegisterService(r.inference_service.get());
+  builder.RegisterService(r.control_service.get());
+  r.server = builder.BuildAndStart();
+  if (!r.server)
+    return 0;
+  return static_cast<uint16_t>(port);
+}
+
+} // namespace
+
+caf::error relay::start() {
+  std::lock_guard<std::mutex> guard{impl_->server_mtx};
+  auto port = build_server(*impl_, impl_->cfg.listen);
+  if (port == 0)
     return make_error(errc::bind_failed,
                       "relay: cannot listen on " + impl_->cfg.listen);
-  impl_->port = static_cast<uint16_t>(port);
+  impl_->port = port;
   spdlog::info("relay: serving OpenEngine on {} (port {})", impl_->cfg.listen,
                port);
   return {};
+}
+
+bool relay::restart(std::chrono::milliseconds grace) {
+  std::lock_guard<std::mutex> guard{impl_->server_mtx};
+  uint16_t port = impl_->port;
+  if (impl_->stopping || port == 0)
+    return false;
+  if (impl_->server) {
+    impl_->server->Shutdown(std::chrono::system_clock::now() + grace);
+    impl_->server.reset();
+  }
+  // A service serves one server in its life: new ones, same state.
+  impl_->inference_service = make_generate_service(*impl_);
+  impl_->control_service = std::make_unique<control>(*impl_);
+  const auto& listen = impl_->cfg.listen;
+  auto host = listen.substr(0, listen.rfind(':'));
+  auto bound = build_server(*impl_, host + ":" + std::to_string(port));
+  if (bound != port) {
+    if (impl_->server) // another port: not the advertised one
+      impl_->server->Shutdown(std::chrono::system_clock::now());
+    impl_->server.reset();
+    spdlog::error("relay: cannot listen on port {} again yet", port);
+    return false;
+  }
+  spdlog::warn("relay: listening again on port {}", port);
+  return true;
 }
 
 uint16_t relay::port() const {
@@ -169,6 +208,7 @@ void relay::set_dialect(engine::dialect d) {
 
 void relay::stop(std::chrono::milliseconds grace) {
   impl_->stopping = true;
+  std::lock_guard<std::mutex> guard{impl_->server_mtx};
   if (impl_->server) {
     impl_->server->Shutdown(std::chrono::system_clock::now() + grace);
     impl_->server.reset();

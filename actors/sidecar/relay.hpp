@@ -55,6 +55,11 @@ class relay {
   void stop(std::chrono::milliseconds grace = std::chrono::seconds{1});
   /// The port it listens on (the one chosen, after binding port 0).
   uint16_t port() const;
+  /// Rebuilds the server on the same port (its listener stopped
+  /// accepting: runtime/listener_watch.hpp); streams in flight get up to
+  /// `grace` to end. False when it cannot listen yet (descriptors still
+  /// short, say), or once stopping.
+  bool restart(std::chrono::milliseconds grace);
   /// With `--engine-protocol auto`: the protocol the lifecycle found the
   /// engine to speak. Until told, `Generate` is UNAVAILABLE (the worker is
   /// not registered yet either).

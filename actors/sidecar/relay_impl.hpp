@@ -63,8 +63,9 @@ struct relay::impl {
   runtime::worker_pool aborts{2, 4096};
   std::unique_ptr<grpc::Service> inference_service;
   std::unique_ptr<grpc::Service> control_service;
+  std::mutex server_mtx; // server and services: start, restart, stop
   std::unique_ptr<grpc::Server> server;
-  uint16_t port = 0;
+  std::atomic<uint16_t> port{0};
 
   caf::error server_info(engine::engine_info& out) {
     std::lock_guard<std::mutex> guard{adapter_mtx};

@@ -1,5 +1,6 @@
 #include "actors/sidecar/sidecar_service.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <zmq.hpp>
 
@@ -15,6 +16,7 @@
 #include "cluster/discovery_from.hpp"
 #include "cluster/tls.hpp"
 #include "runtime/ask.hpp"
+#include "runtime/listener_watch.hpp"
 
 namespace outrider::sidecar {
 
@@ -69,6 +71,41 @@ lifecycle_config lifecycle_config_from(runtime::role_env& ctx,
   return cfg;
 }
 
+// The relay's listener probed from outside (--listener-probe-interval):
+// one that stops accepting withdraws the worker, and is rebuilt.
+std::shared_ptr<runtime::listener_watch>
+watch_relay(const sidecar_settings& s, const std::shared_ptr<relay>& server,
+            const sidecar_slots& slots, runtime::probe_tls tls) {
+  const auto& lim = s.grpc_limits;
+  if (lim.probe_interval.count() <= 0)
+    return nullptr;
+  runtime::listener_watch::config wc;
+  wc.interval = lim.probe_interval;
+  wc.timeout = std::min(lim.probe_interval, std::chrono::milliseconds{3000});
+  auto watch = std::make_shared<runtime::listener_watch>(wc);
+  std::weak_ptr<relay> weak = server;
+  runtime::listener_watch::listener l;
+  l.name = "relay";
+  l.host = runtime::probe_host(s.relay_host);
+  l.tls = std::move(tls);
+  l.port = [weak]() -> uint16_t {
+    auto r = weak.lock();
+    return r ? r->port() : 0;
+  };
+  l.on_change = [lifecycle = slots.lifecycle](bool ok, const std::string& why) {
+    if (auto a = lifecycle->get())
+      caf::anon_send(a, listener_atom::value, ok, why);
+  };
+  // Withdrawn since the first failures: routers have stopped placing here.
+  l.restart = [weak] {
+    auto r = weak.lock();
+    return r && r->restart(std::chrono::seconds{5});
+  };
+  watch->add(std::move(l));
+  watch->start();
+  return watch;
+}
+
 // The relay is no actor: it starts now and stops after the actors.
 // With --relay-port 0 the relay takes a free port, and that one is advertised.
 void start_relay(runtime::role_env& ctx, const sidecar_settings& s,
@@ -102,7 +139,13 @@ void start_relay(runtime::role_env& ctx, const sidecar_settings& s,
   else if (s.relay_port == 0)
     cfg.relay_endpoint =
       s.advertise_host + ":" + std::to_string(server->port());
-  ctx.stop_hooks.push_back([server, grace_ms] {
+  runtime::probe_tls probe;
+  if (auto& m = *tls)
+    probe = {true, m->cert, m->key};
+  auto watch = watch_relay(s, server, slots, std::move(probe));
+  ctx.stop_hooks.push_back([server, grace_ms, watch] {
+    if (watch)
+      watch->stop();
     server->stop(std::chrono::milliseconds{grace_ms->load()});
   });
 }

@@ -341,32 +341,6 @@ TEST_CASE("row 7: a million removals of blocks never seen leave the "
   CHECK(rss_after < rss_before + 100 * 1024 * rss_allowance);
 }
 
-TEST_CASE("row 1: gRPC connections that carry no call are closed after "
-          "--grpc-idle-timeout, on the router's gRPC port and a sidecar's "
-          "relay, and calls work after") {
-  cluster c{
-    1, {}, {"--grpc-idle-timeout", "1s"}, {"--grpc-idle-timeout", "1s"}};
-  // The HTTP/2 client preface and an empty SETTINGS frame, then silence.
-  const std::string preface =
-    "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"s + std::string("\0\0\0\4\0\0\0\0\0", 9);
-  std::vector<std::unique_ptr<raw_client>> idle;
-  for (int i = 0; i < 20; ++i)
-    for (uint16_t port : {c.grpc_port, c.sides[0]->relay_port}) {
-      idle.push_back(std::make_unique<raw_client>(port));
-      REQUIRE(idle.back()->connected());
-      REQUIRE(idle.back()->send(preface));
-    }
-  // Open before the timeout, closed soon after it.
-  CHECK_FALSE(idle.front()->closed_within(300ms));
-  int closed = 0;
-  for (auto& conn : idle)
-    closed += conn->closed_within(10s) ? 1 : 0;
-  CHECK(closed == 40);
-  // The router's own channels to the relay were idle as long: they come
-  // back for the next call.
-  CHECK(c.complete(tokens(1, 8), 2)["choices"].size() == 1);
-}
-
 namespace {
 
 // Sends what the socket takes without blocking, for up to `limit`: the

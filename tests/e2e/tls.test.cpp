@@ -110,7 +110,9 @@ TEST_CASE("the HTTP frontend over mutual TLS (--http-tls)") {
 TEST_CASE("mutual TLS between the router and its sidecars, and on the "
           "router's gRPC frontend") {
   pki certs;
-  cluster c{1, {}, certs.flags(), certs.flags()};
+  auto flags = certs.flags();
+  flags.insert(flags.end(), {"--listener-probe-interval", "100ms"});
+  cluster c{1, {}, flags, flags};
   uses_relay(c);
   const auto relay = c.sides[0]->relay_endpoint();
   // The relay refuses plaintext and certificates from another CA.
@@ -126,6 +128,22 @@ TEST_CASE("mutual TLS between the router and its sidecars, and on the "
   n = 0;
   CHECK(generate(front, certs.client("tls"), &n).ok());
   CHECK(n == 3);
+  // The listener probes shake hands with no certificate: refused, which
+  // still shows a server that accepts; never taken for a dead listener.
+  auto& side = *c.sides[0];
+  CHECK(eventually(
+    [&] {
+      return side.metric(R"(outrider_listener_probes_total{listener="relay"})")
+                 .value_or(0) >= 10 &&
+             c.router_metric(
+               R"(outrider_listener_probes_total{listener="grpc"})") >= 10;
+    },
+    20s));
+  CHECK(side.metric(R"(outrider_listener_failures_total{listener="relay"})")
+          .value_or(-1) == 0);
+  CHECK(c.router_metric(
+          R"(outrider_listener_failures_total{listener="grpc"})") == 0);
+  CHECK(side.get("/ready") == 200);
 }
 
 TEST_CASE("one certificate for a fleet: relays reached at an address no "

@@ -91,24 +91,58 @@ epp_server::~epp_server() {
 
 std::string epp_server::start(const std::string& host, uint16_t port,
                               std::shared_ptr<grpc::ServerCredentials> creds) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  host_ = host;
+  creds_ = std::move(creds);
+  port_ = port;
+  auto err = listen();
+  if (err.empty())
+    spdlog::info("router: endpoint picker (ext_proc) on {}:{}", host,
+                 port_.load());
+  return err;
+}
+
+std::string epp_server::listen() {
+  // A service serves one server in its life: new ones, the same state.
   service_ = std::make_unique<processor>(state_);
   health_ = std::make_unique<epp_health>(state_);
   grpc::ServerBuilder builder;
   int bound = 0;
-  auto address = host + ":" + std::to_string(port);
-  builder.AddListeningPort(address, std::move(creds), &bound);
-  cluster::apply(builder, state_->cfg.server);
+  auto address = host_ + ":" + std::to_string(port_.load());
+  builder.AddListeningPort(address, creds_, &bound);
+  cluster::apply(builder, state_->cfg.server, "epp");
   builder.RegisterService(service_.get());
   builder.RegisterService(health_.get());
   server_ = builder.BuildAndStart();
-  if (!server_ || bound == 0)
+  if (!server_ || bound == 0) {
+    server_.reset();
     return "the endpoint picker cannot listen on " + address;
+  }
   port_ = static_cast<uint16_t>(bound);
-  spdlog::info("router: endpoint picker (ext_proc) on {}:{}", host, port_);
   return {};
 }
 
+bool epp_server::restart(std::chrono::milliseconds grace) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (stopped_ || port_ == 0)
+    return false;
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() + grace);
+    server_.reset();
+  }
+  auto err = listen();
+  if (!err.empty()) {
+    spdlog::error("router: {} again yet", err);
+    return false;
+  }
+  spdlog::warn("router: endpoint picker listening again on port {}",
+               port_.load());
+  return true;
+}
+
 void epp_server::stop() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  stopped_ = true;
   state_->stopping = true;
   if (server_) {
     // Streams still open are cancelled after a short grace; their

@@ -1,10 +1,12 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -77,15 +79,25 @@ class epp_server {
                       grpc::InsecureServerCredentials());
   uint16_t port() const { return port_; }
   void stop();
+  /// Rebuilds the server on the same port (its listener stopped
+  /// accepting: runtime/listener_watch.hpp); streams in flight get up to
+  /// `grace` to end. False when it cannot listen yet.
+  bool restart(std::chrono::milliseconds grace);
 
   struct state; // what every stream shares
 
  private:
+  std::string listen(); // under mtx_; error text or empty
+
   std::shared_ptr<state> state_;
+  std::mutex mtx_; // the server and services: start, restart, stop
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<grpc::Service> health_;
   std::unique_ptr<grpc::Server> server_;
-  uint16_t port_ = 0;
+  std::string host_;
+  std::shared_ptr<grpc::ServerCredentials> creds_;
+  std::atomic<uint16_t> port_{0};
+  bool stopped_ = false;
 };
 
 } // namespace outrider::router

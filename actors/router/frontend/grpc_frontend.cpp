@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
 
 #include "actors/router/frontend/flow_identity.hpp"
 #include "cluster/engine/engine_call.hpp"
@@ -343,19 +344,51 @@ grpc_frontend::~grpc_frontend() {
 std::string
 grpc_frontend::start(const std::string& host, uint16_t port,
                      std::shared_ptr<grpc::ServerCredentials> creds) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  host_ = host;
+  creds_ = std::move(creds);
+  port_ = port;
+  return listen();
+}
+
+std::string grpc_frontend::listen() {
   grpc::ServerBuilder builder;
   int bound = 0;
-  auto address = host + ":" + std::to_string(port);
-  builder.AddListeningPort(address, std::move(creds), &bound);
-  cluster::apply(builder, state_->lim.server);
+  auto address = host_ + ":" + std::to_string(port_.load());
+  builder.AddListeningPort(address, creds_, &bound);
+  cluster::apply(builder, state_->lim.server, "grpc-frontend");
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
-  if (!server_ || bound == 0)
+  if (!server_ || bound == 0) {
+    server_.reset();
     return "cannot listen on " + address;
+  }
+  port_ = static_cast<uint16_t>(bound);
   return {};
 }
 
+bool grpc_frontend::restart(std::chrono::milliseconds grace) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (stopped_ || port_ == 0)
+    return false;
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() + grace);
+    server_.reset();
+  }
+  // A service serves one server in its life: a new one, the same state.
+  service_ = std::make_unique<inference>(*state_);
+  auto err = listen();
+  if (!err.empty()) {
+    spdlog::error("gRPC frontend: {} again yet", err);
+    return false;
+  }
+  spdlog::warn("gRPC frontend: listening again on port {}", port_.load());
+  return true;
+}
+
 void grpc_frontend::stop() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  stopped_ = true;
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds{1});

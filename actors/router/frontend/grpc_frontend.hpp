@@ -1,9 +1,11 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -48,13 +50,26 @@ class grpc_frontend {
                     std::shared_ptr<grpc::ServerCredentials> creds =
                       grpc::InsecureServerCredentials());
   void stop();
+  /// The port it listens on (0 before `start`).
+  uint16_t port() const { return port_; }
+  /// Rebuilds the server on the same port (its listener stopped
+  /// accepting: runtime/listener_watch.hpp); streams in flight get up to
+  /// `grace` to end. False when it cannot listen yet.
+  bool restart(std::chrono::milliseconds grace);
 
   struct state; // what every call shares
 
  private:
+  std::string listen(); // under mtx_; error text or empty
+
   std::unique_ptr<state> state_;
+  std::mutex mtx_; // the server, the service: start, restart, stop
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::string host_;
+  std::shared_ptr<grpc::ServerCredentials> creds_;
+  std::atomic<uint16_t> port_{0};
+  bool stopped_ = false;
 };
 
 } // namespace outrider::router

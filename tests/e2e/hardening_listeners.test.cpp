@@ -1,0 +1,170 @@
+// Issue 33, row 1: idle connections against outrider's gRPC listeners (the
+// router's --grpc-port, a sidecar's relay). Idle ones are closed after
+// --grpc-idle-timeout; and a listener that ran out of descriptors (gRPC
+// 1.51's stops accepting for good when accept() fails) is found by its
+// probe, withdraws the sidecar and is rebuilt on its port.
+
+#include <atomic>
+#include <dirent.h>
+#include <filesystem>
+#include <sys/resource.h>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "openengine.grpc.pb.h"
+#include "tests/e2e/router_cluster.hpp"
+#include "tests/e2e/sidecar_process.hpp"
+#include "tests/raw_client.hpp"
+
+using namespace outrider::test;
+using namespace std::string_literals;
+
+namespace {
+
+// The HTTP/2 client preface and an empty SETTINGS frame.
+const std::string h2_preface =
+  "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"s + std::string("\0\0\0\4\0\0\0\0\0", 9);
+
+long open_descriptors(pid_t pid) {
+  long n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(
+         "/proc/" + std::to_string(pid) + "/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++n;
+  return n;
+}
+
+// Lowers `pid`'s descriptor limit (soft and hard) to what it has open now
+// plus `spare`; the limit set.
+long limit_descriptors(pid_t pid, long spare) {
+  rlimit lim{};
+  lim.rlim_cur = lim.rlim_max =
+    static_cast<rlim_t>(open_descriptors(pid) + spare);
+  REQUIRE(prlimit(pid, RLIMIT_NOFILE, &lim, nullptr) == 0);
+  return static_cast<long>(lim.rlim_cur);
+}
+
+// One call on a channel of its own (no connection shared with an earlier
+// one): the server's GetServerInfo (relay) or a 2-token Generate (router).
+bool fresh_call(uint16_t port, bool relay, std::chrono::seconds deadline) {
+  static std::atomic<int> n{0};
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt("outrider.test.fresh", n++);
+  auto ch = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
+                                      grpc::InsecureChannelCredentials(), args);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+  if (relay) {
+    auto stub = openengine::v1::Control::NewStub(ch);
+    openengine::v1::ServerInfo info;
+    return stub->GetServerInfo(&ctx, {}, &info).ok();
+  }
+  auto stub = openengine::v1::Inference::NewStub(ch);
+  openengine::v1::GenerateRequest req;
+  for (uint32_t t : tokens(1, 8))
+    req.mutable_token_ids()->add_ids(t);
+  req.mutable_stopping()->set_max_tokens(2);
+  auto reader = stub->Generate(&ctx, req);
+  openengine::v1::GenerateResponse resp;
+  while (reader->Read(&resp)) {
+  }
+  return reader->Finish().ok();
+}
+
+// Fills `pid`'s descriptors with idle HTTP/2 connections to `port` (more
+// than its limit allows), holds them until the process has none left,
+// then closes them all.
+void exhaust_descriptors(pid_t pid, uint16_t port, long limit) {
+  std::vector<std::unique_ptr<raw_client>> idle;
+  const long n = 2 * (limit - open_descriptors(pid)) + 50;
+  for (long i = 0; i < n; ++i) {
+    idle.push_back(std::make_unique<raw_client>(port));
+    if (idle.back()->connected())
+      idle.back()->send(h2_preface);
+  }
+  size_t connected = 0;
+  for (auto& c : idle)
+    connected += c->connected();
+  INFO("connected " << connected << " of " << idle.size() << ", open "
+                    << open_descriptors(pid) << " of " << limit);
+  CHECK(eventually([&] { return open_descriptors(pid) >= limit - 2; }, 10s));
+  idle.clear();
+}
+
+} // namespace
+
+TEST_CASE("row 1: gRPC connections that carry no call are closed after "
+          "--grpc-idle-timeout, on the router's gRPC port and a sidecar's "
+          "relay, and calls work after") {
+  cluster c{
+    1, {}, {"--grpc-idle-timeout", "1s"}, {"--grpc-idle-timeout", "1s"}};
+  std::vector<std::unique_ptr<raw_client>> idle;
+  for (int i = 0; i < 20; ++i)
+    for (uint16_t port : {c.grpc_port, c.sides[0]->relay_port}) {
+      idle.push_back(std::make_unique<raw_client>(port));
+      REQUIRE(idle.back()->connected());
+      REQUIRE(idle.back()->send(h2_preface));
+    }
+  // Open before the timeout, closed soon after it.
+  CHECK_FALSE(idle.front()->closed_within(300ms));
+  int closed = 0;
+  for (auto& conn : idle)
+    closed += conn->closed_within(10s) ? 1 : 0;
+  CHECK(closed == 40);
+  // The router's own channels to the relay were idle as long: they come
+  // back for the next call.
+  CHECK(c.complete(tokens(1, 8), 2)["choices"].size() == 1);
+}
+
+TEST_CASE("row 1: a gRPC listener that ran out of descriptors is found by "
+          "its probe (the sidecar withdrawn meanwhile) and rebuilt on its "
+          "port: new connections are served again") {
+  cluster c{1,
+            {},
+            {"--listener-probe-interval", "300ms"},
+            {"--listener-probe-interval", "300ms"}};
+  auto& side = *c.sides[0];
+  REQUIRE(fresh_call(side.relay_port, true, 5s));
+  REQUIRE(fresh_call(c.grpc_port, false, 10s));
+
+  SECTION("the sidecar's relay") {
+    auto limit = limit_descriptors(side.proc->pid(), 80);
+    exhaust_descriptors(side.proc->pid(), side.relay_port, limit);
+    // Withdrawn while its relay takes no connection, ready again after.
+    bool unready_seen = false;
+    CHECK(eventually(
+      [&] {
+        unready_seen = unready_seen || side.get("/ready") == 503;
+        return unready_seen && side.get("/ready") == 200 &&
+               fresh_call(side.relay_port, true, 2s);
+      },
+      std::chrono::milliseconds{static_cast<long>(60000 * time_allowance)}));
+    CHECK(unready_seen);
+    CHECK(side.metric("outrider_listener_failures_total{listener=\"relay\"}")
+            .value_or(0) >= 1);
+    CHECK(side.metric("outrider_listener_restarts_total{listener=\"relay\"}")
+            .value_or(0) >= 1);
+    CHECK(side.metric("outrider_listener_accepting{listener=\"relay\"}")
+            .value_or(0) == 1);
+    // The router comes back to it.
+    CHECK(eventually(
+      [&] { return c.complete(tokens(1, 8), 2)["choices"].size() == 1; }, 20s));
+  }
+
+  SECTION("the router's --grpc-port") {
+    auto limit = limit_descriptors(c.router->pid(), 80);
+    exhaust_descriptors(c.router->pid(), c.grpc_port, limit);
+    CHECK(eventually(
+      [&] { return fresh_call(c.grpc_port, false, 2s); },
+      std::chrono::milliseconds{static_cast<long>(60000 * time_allowance)}));
+    CHECK(c.router_metric(
+            "outrider_listener_failures_total{listener=\"grpc\"}") >= 1);
+    CHECK(c.router_metric(
+            "outrider_listener_restarts_total{listener=\"grpc\"}") >= 1);
+    CHECK(eventually([&] { return http_get(c.router_status, "/ready") == 200; },
+                     10s));
+  }
+}
