@@ -26,7 +26,8 @@ struct grpc_server_limits {
   /// HTTP/2 preface and settings) by then is dropped.
   std::chrono::milliseconds handshake_timeout{std::chrono::seconds{10}};
   /// The gRPC memory of this server (connections' and calls' buffers):
-  /// near it, new connections are closed as they come. 0: unbounded.
+  /// near it, gRPC closes idle connections and new ones as they come (an
+  /// idle connection holds about 14 KB: docs/testing.md). 0: unbounded.
   /// --grpc-memory-quota.
   size_t memory_quota = size_t{1} << 30;
   /// How often the listener is probed from a fresh connection (0: never).

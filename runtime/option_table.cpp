@@ -294,8 +294,8 @@ std::vector<option_spec> make_specs() {
       "grpc-memory-quota", ot::integer, "1073741824",
       "router and sidecar: bytes of memory each gRPC server (the router's "
       "--grpc-port and --epp-port, a sidecar's relay) may use for its "
-      "connections and calls; near it, gRPC closes new connections as they "
-      "come; 0: unbounded",
+      "connections and calls; near it, gRPC closes idle connections and "
+      "new ones (an idle one holds about 14 KB); 0: unbounded",
       "--grpc-memory-quota 268435456", {}, 0, 1099511627776),
     make_option(
       "listener-probe-interval", ot::duration, "5s",

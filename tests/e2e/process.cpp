@@ -115,6 +115,34 @@ bool accepting(uint16_t port) {
 // Below Linux's ephemeral range (32768-60999): a port handed out here is
 // not taken by the next outgoing connection of a busy parallel test, as a
 // port the kernel picks for bind(0) can be. Random, never twice per process.
+namespace {
+
+std::string from_env_dir(const char* built, const char* relative) {
+  const char* dir = std::getenv("OUTRIDER_TEST_BIN_DIR");
+  if (!dir || !*dir)
+    return built;
+  return std::string(dir) + "/" + relative;
+}
+
+} // namespace
+
+std::string outrider_bin() {
+  return from_env_dir(OUTRIDER_BIN_BUILT, "outrider");
+}
+
+std::string outrider_sim_bin() {
+  return from_env_dir(OUTRIDER_SIM_BIN_BUILT, "sim/outrider-sim");
+}
+
+bool sanitized_binaries() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return true;
+#else
+  const char* v = std::getenv("OUTRIDER_TEST_SANITIZED");
+  return v && std::string(v) == "1";
+#endif
+}
+
 uint16_t free_port() {
   static std::mutex mtx;
   static std::mt19937 rng{static_cast<unsigned>(
