@@ -118,7 +118,7 @@ bool accepting(uint16_t port) {
 namespace {
 
 std::string from_env_dir(const char* built, const char* relative) {
-  const char* dir = std::getenv("OUTRIDER_TEST_BIN_DIR");
+  const char* dir = std::getenv("E2E_BIN_DIR");
   if (!dir || !*dir)
     return built;
   return std::string(dir) + "/" + relative;
@@ -138,7 +138,7 @@ bool sanitized_binaries() {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   return true;
 #else
-  const char* v = std::getenv("OUTRIDER_TEST_SANITIZED");
+  const char* v = std::getenv("E2E_SANITIZED");
   return v && std::string(v) == "1";
 #endif
 }

@@ -40,7 +40,7 @@ uint16_t free_port();
 bool accepting(uint16_t port);
 
 /// The binaries under test: this build's own, or those in the build
-/// directory `OUTRIDER_TEST_BIN_DIR` names (scripts/test runs the tests of
+/// directory `E2E_BIN_DIR` names (scripts/test runs the tests of
 /// the Release build against the sanitized binaries: the test programs
 /// themselves need no sanitizer, and building them twice cost CI about
 /// seven minutes).
@@ -50,7 +50,7 @@ std::string outrider_sim_bin();
 #define OUTRIDER_SIM_BIN ::outrider::test::outrider_sim_bin()
 
 /// The binaries under test are sanitized: this test program is (a
-/// sanitizer build), or `OUTRIDER_TEST_SANITIZED=1` says so.
+/// sanitizer build), or `E2E_SANITIZED=1` says so.
 bool sanitized_binaries();
 
 /// ASan's shadow memory and quarantine raise a process's RSS; the memory
