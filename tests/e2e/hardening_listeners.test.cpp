@@ -4,6 +4,7 @@
 // 1.51's stops accepting for good when accept() fails) is found by its
 // probe, withdraws the sidecar and is rebuilt on its port.
 
+#include <algorithm>
 #include <atomic>
 #include <dirent.h>
 #include <filesystem>
@@ -143,6 +144,14 @@ TEST_CASE("row 1: a gRPC listener that ran out of descriptors is found by "
                fresh_call(side.relay_port, true, 2s);
       },
       std::chrono::milliseconds{static_cast<long>(60000 * time_allowance)}));
+    // Its log from the first report of a sanitizer or a fatal error, if
+    // any, else its end.
+    auto log = side.proc->output();
+    auto at = std::min({log.find("ERROR: "), log.find("runtime error"),
+                        log.find("terminate called")});
+    if (at == std::string::npos)
+      at = log.size() > 4000 ? log.size() - 4000 : 0;
+    UNSCOPED_INFO("sidecar's log: " << log.substr(at, 6000));
     CHECK(unready_seen);
     CHECK(side.metric("outrider_listener_failures_total{listener=\"relay\"}")
             .value_or(0) >= 1);
@@ -176,8 +185,8 @@ TEST_CASE("row 1: a sidecar's --grpc-memory-quota bounds the idle "
   // (4 MiB kept about 300 of 400); beyond, gRPC closes idle ones.
   sim_process sim{{}};
   REQUIRE(sim.wait_serving(10s));
-  sidecar_process side{sim.endpoint(), nullptr,
-                       {"--grpc-memory-quota", "2097152"}};
+  sidecar_process side{
+    sim.endpoint(), nullptr, {"--grpc-memory-quota", "2097152"}};
   REQUIRE(eventually([&] { return side.get("/ready") == 200; }, 10s));
   auto before = open_descriptors(side.proc->pid());
   std::vector<std::unique_ptr<raw_client>> idle;
@@ -201,4 +210,3 @@ TEST_CASE("row 1: a sidecar's --grpc-memory-quota bounds the idle "
   CHECK(held < 200);
   CHECK(fresh_call(side.relay_port, true, 10s));
 }
-

@@ -41,7 +41,12 @@ bool sg_generate(const sim_process& sim, uint32_t first, size_t n) {
   bool finished = false;
   while (reader->Read(&resp))
     finished |= resp.finished();
-  return reader->Finish().ok() && finished;
+  auto st = reader->Finish();
+  if (!st.ok() || !finished)
+    UNSCOPED_INFO("SGLang Generate: " << st.error_code() << " "
+                                      << st.error_message() << ", finished "
+                                      << finished);
+  return st.ok() && finished;
 }
 
 using block_set = std::set<std::pair<uint64_t, std::vector<uint32_t>>>;
