@@ -1,11 +1,9 @@
 #include "runtime/listener_watch.hpp"
 
 #include <array>
-#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <dirent.h>
 #include <fcntl.h>
@@ -180,21 +178,24 @@ listener_watch::~listener_watch() {
 
 void listener_watch::add(listener l) {
   auto& m = global_metrics();
-  m.get_gauge("outrider_listener_accepting",
-              "1 while the listener accepts connections (probed from a "
-              "fresh connection each interval), else 0",
-              {{"listener", l.name}})
-    .set(1);
-  m.get_counter("outrider_listener_restarts_total",
-                "Listeners rebuilt after they stopped accepting",
-                {{"listener", l.name}});
-  m.get_counter("outrider_listener_failures_total",
-                "Times a listener was found not accepting connections",
-                {{"listener", l.name}});
-  m.get_counter("outrider_listener_probes_total",
-                "Probes of a listener from a fresh connection",
-                {{"listener", l.name}});
-  listeners_.push_back(state{std::move(l)});
+  label_set labels{{"listener", l.name}};
+  state s{std::move(l)};
+  s.accepting_gauge = &m.get_gauge(
+    "outrider_listener_accepting",
+    "1 while the listener accepts connections (probed from a fresh "
+    "connection each interval), else 0",
+    labels);
+  s.accepting_gauge->set(1);
+  s.restarts =
+    &m.get_counter("outrider_listener_restarts_total",
+                   "Listeners rebuilt after they stopped accepting", labels);
+  s.failed = &m.get_counter(
+    "outrider_listener_failures_total",
+    "Times a listener was found not accepting connections", labels);
+  s.probes =
+    &m.get_counter("outrider_listener_probes_total",
+                   "Probes of a listener from a fresh connection", labels);
+  listeners_.push_back(std::move(s));
 }
 
 void listener_watch::start() {
@@ -244,16 +245,13 @@ void listener_watch::probe(state& s) {
   if (port == 0)
     return; // not listening (yet, or while rebuilt)
   auto why = probe_listener(s.l.host, port, s.l.tls, cfg_.timeout);
-  auto& m = global_metrics();
-  m.get_counter("outrider_listener_probes_total", "", {{"listener", s.l.name}})
-    .inc();
+  s.probes->inc();
   if (why.empty()) {
     s.failures = 0;
     if (!s.accepting) {
       s.accepting = true;
       spdlog::info("{} listener on port {} accepts again", s.l.name, port);
-      m.get_gauge("outrider_listener_accepting", "", {{"listener", s.l.name}})
-        .set(1);
+      s.accepting_gauge->set(1);
       if (s.l.on_change)
         s.l.on_change(true, "");
     }
@@ -264,20 +262,15 @@ void listener_watch::probe(state& s) {
     s.accepting = false;
     spdlog::error("{} listener on port {} does not accept connections: {}",
                   s.l.name, port, why);
-    m.get_gauge("outrider_listener_accepting", "", {{"listener", s.l.name}})
-      .set(0);
-    m.get_counter("outrider_listener_failures_total", "",
-                  {{"listener", s.l.name}})
-      .inc();
+    s.accepting_gauge->set(0);
+    s.failed->inc();
     if (s.l.on_change)
       s.l.on_change(false, why);
   }
   if (s.failures >= cfg_.failures_to_restart && s.l.restart) {
     spdlog::warn("{} listener on port {}: rebuilding it", s.l.name, port);
     if (s.l.restart())
-      m.get_counter("outrider_listener_restarts_total", "",
-                    {{"listener", s.l.name}})
-        .inc();
+      s.restarts->inc();
   }
 }
 

@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/metrics.hpp"
+
 namespace outrider::runtime {
 
 /// How a probe speaks TLS: on or off, and the certificate it shows (the
@@ -98,6 +100,11 @@ class listener_watch {
     listener l;
     int failures = 0;
     bool accepting = true;
+    // Its series, looked up once (the registry keeps them for its life).
+    gauge* accepting_gauge = nullptr;
+    counter* probes = nullptr;
+    counter* failed = nullptr;
+    counter* restarts = nullptr;
   };
   void run();
   void probe(state& s);
