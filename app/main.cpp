@@ -45,6 +45,11 @@ int run_main(int argc, char** argv) {
       return 2;
     }
   }
+  // Tracing is every role's (the sidecar's settings are read later).
+  if (std::string why; !app::tracing_settings_from(opts, "outrider", &why)) {
+    std::fprintf(stderr, "outrider: error: %s\n", why.c_str());
+    return 2;
+  }
   if (opts.get(opt::check_config)) {
     std::printf("outrider: configuration ok (role %s)\n%s", role.c_str(),
                 runtime::describe_settings(opts).c_str());

@@ -172,6 +172,10 @@ router_settings_from(const runtime::options& o, std::string* why) {
   s.flow.band_cap = static_cast<size_t>(o.get(opt::flow_band_cap));
   s.flow.quantum = static_cast<uint64_t>(o.get(opt::flow_quantum));
   s.queue_timeout = o.get(opt::queue_timeout);
+  auto tracing = tracing_settings_from(o, "outrider-router", why);
+  if (!tracing)
+    return std::nullopt;
+  s.tracing = std::move(*tracing);
   auto objectives = router::parse_objectives(o.get(opt::flow_objectives), why);
   if (!objectives)
     return std::nullopt;
@@ -233,7 +237,36 @@ sidecar::sidecar_settings sidecar_settings_from(const runtime::options& o) {
   s.tls = tls_files_from(o);
   s.discovery = discovery_settings_from(o);
   s.nats_event_plane = o.get(opt::event_plane) == "nats";
+  std::string why;
+  auto tracing = tracing_settings_from(o, "outrider-sidecar", &why);
+  if (!tracing)
+    throw std::invalid_argument(why); // main checked it already
+  s.tracing = std::move(*tracing);
+  s.tracing.resource.emplace_back("outrider.worker_id", s.worker_id);
   return s;
+}
+
+std::optional<trace::tracer_settings>
+tracing_settings_from(const runtime::options& o, const std::string& service,
+                      std::string* why) {
+  trace::tracer_settings t;
+  t.service_name = service;
+  t.sample_ratio = o.get(opt::trace_sample_ratio);
+  if (!(t.sample_ratio >= 0.0 && t.sample_ratio <= 1.0)) {
+    *why = "--trace-sample-ratio must be between 0 and 1";
+    return std::nullopt;
+  }
+  const auto& url = o.get(opt::otlp_endpoint);
+  if (!url.empty()) {
+    t.endpoint = trace::parse_otlp_endpoint(url, why);
+    if (!t.endpoint) {
+      *why = "--otlp-endpoint: " + *why;
+      return std::nullopt;
+    }
+  }
+  t.resource.emplace_back("service.instance.id",
+                          std::to_string(static_cast<long>(::getpid())));
+  return t;
 }
 
 } // namespace outrider::app

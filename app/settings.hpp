@@ -25,4 +25,10 @@ router_settings_from(const runtime::options& o, std::string* why);
 
 sidecar::sidecar_settings sidecar_settings_from(const runtime::options& o);
 
+/// Tracing (--otlp-endpoint, --trace-sample-ratio) for a process whose
+/// spans name `service`; `*why` (and nullopt) when unusable (exit 2).
+std::optional<trace::tracer_settings>
+tracing_settings_from(const runtime::options& o, const std::string& service,
+                      std::string* why);
+
 } // namespace outrider::app

@@ -7,6 +7,7 @@ include(CMakePackageConfigHelpers)
 
 set(outrider_libraries
   outrider_warnings outrider_errors outrider_runtime outrider_proto
+  outrider_otlp_proto outrider_trace
   outrider_kv outrider_kv_proto outrider_engine outrider_cluster outrider_text
   outrider_indexer_core outrider_indexer outrider_prefix_index
   outrider_registrar outrider_router_core outrider_router

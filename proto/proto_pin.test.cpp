@@ -1,6 +1,7 @@
 // The protos copied from upstream are pinned to one revision each: SGLang's
 // (field numbers move between SGLang versions) and Envoy's external
-// processing subset (the endpoint picker). Each file's sha256, and the
+// processing subset (the endpoint picker), the OTLP trace subset (the
+// trace exporter). Each file's sha256, and the
 // field numbers docs/wire.md gives for the fields that moved or matter
 // most, read back from the generated descriptors.
 
@@ -12,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include "envoy/service/ext_proc/v3/external_processor.pb.h"
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
 #include "sglang.pb.h"
 
 namespace {
@@ -109,4 +111,42 @@ TEST_CASE("the ext_proc subset is the pinned revision") {
   REQUIRE(process != nullptr);
   CHECK(process->client_streaming());
   CHECK(process->server_streaming());
+}
+
+TEST_CASE("the OTLP trace subset is the pinned revision") {
+  // Changing a file is changing the pin: update these with the revision.
+  const std::string root = OUTRIDER_SOURCE_DIR "/proto/opentelemetry/proto/";
+  CHECK(sha256_of(root + "common/v1/common.proto") ==
+        "c8a8da3f4a483de40e54f2d3b3ffc16f677eded5a42be003781a6332e9cf5b82");
+  CHECK(sha256_of(root + "resource/v1/resource.proto") ==
+        "4b97756e667671494a006dd218053435e30fd64308c7ec2a086b9a9336de7e4c");
+  CHECK(sha256_of(root + "trace/v1/trace.proto") ==
+        "ecad96b8866dbba16f38bb8835bda5406a5a8b3ba3032f9a61aa3d48ebc47840");
+  CHECK(sha256_of(root + "collector/trace/v1/trace_service.proto") ==
+        "ae33b790ab9c0d8c85973df405635d6ebc2c0dbc826694b67a0c06bbb11f8251");
+  namespace ot = opentelemetry::proto::trace::v1;
+  auto* span = ot::Span::descriptor();
+  CHECK(span->full_name() == "opentelemetry.proto.trace.v1.Span");
+  CHECK(field(span, "trace_id") == 1);
+  CHECK(field(span, "span_id") == 2);
+  CHECK(field(span, "trace_state") == 3);
+  CHECK(field(span, "parent_span_id") == 4);
+  CHECK(field(span, "name") == 5);
+  CHECK(field(span, "kind") == 6);
+  CHECK(field(span, "start_time_unix_nano") == 7);
+  CHECK(field(span, "end_time_unix_nano") == 8);
+  CHECK(field(span, "attributes") == 9);
+  CHECK(field(span, "events") == 11);
+  CHECK(field(span, "status") == 15);
+  CHECK(field(span, "flags") == 16);
+  CHECK(span->FindFieldByName("start_time_unix_nano")->type() ==
+        google::protobuf::FieldDescriptor::TYPE_FIXED64);
+  CHECK(field(ot::Status::descriptor(), "code") == 3);
+  CHECK(field(ot::ResourceSpans::descriptor(), "scope_spans") == 2);
+  namespace oc = opentelemetry::proto::common::v1;
+  CHECK(field(oc::AnyValue::descriptor(), "int_value") == 3);
+  CHECK(field(oc::KeyValue::descriptor(), "value") == 2);
+  namespace col = opentelemetry::proto::collector::trace::v1;
+  CHECK(field(col::ExportTraceServiceRequest::descriptor(), "resource_spans") ==
+        1);
 }

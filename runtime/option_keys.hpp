@@ -85,6 +85,8 @@ struct option_key {
   X(grpc_idle_timeout, "grpc-idle-timeout", duration)                          \
   X(grpc_memory_quota, "grpc-memory-quota", integer)                           \
   X(listener_probe_interval, "listener-probe-interval", duration)              \
+  X(otlp_endpoint, "otlp-endpoint", string)                                    \
+  X(trace_sample_ratio, "trace-sample-ratio", number)                          \
   X(request_timeout, "request-timeout", duration)                              \
   X(dispatch, "dispatch", string)                                              \
   X(router_mode, "router-mode", string)                                        \

@@ -305,6 +305,19 @@ std::vector<option_spec> make_specs() {
       "on the same port after a third; 0: not probed",
       "--listener-probe-interval 10s"),
     make_option(
+      "otlp-endpoint", ot::string, "",
+      "router and sidecar: where spans go, OTLP over HTTP "
+      "(http://host:port[/path], the path by default /v1/traces); empty: "
+      "nothing is recorded, a client's traceparent still reaches the "
+      "engines",
+      "--otlp-endpoint http://127.0.0.1:4318"),
+    make_option(
+      "trace-sample-ratio", ot::number, "0",
+      "router: the share of requests without a sampled traceparent that "
+      "start a recorded trace (0 to 1); a client's sampled flag decides "
+      "for its own",
+      "--trace-sample-ratio 0.01"),
+    make_option(
       "request-timeout", ot::duration, "30m",
       "router: a request's whole time; every engine call it makes has "
       "this deadline (504 beyond)",

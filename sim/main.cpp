@@ -134,6 +134,8 @@ runtime::http_response debug_route(sim_engine& e,
     return json_answer(405, "{\"error\":\"use GET\"}\n");
   if (req.path == "/kv_event_sources") // vLLM's HTTP KV event discovery
     return json_answer(200, vllm_kv_event_sources_json(e));
+  if (req.path == "/debug/traces") // the traceparent of the last calls
+    return json_answer(200, nlohmann::json(e.traces()).dump() + "\n");
   return truth_route(e, req);
 }
 

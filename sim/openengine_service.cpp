@@ -60,6 +60,7 @@ class inference final : public oe::Inference::Service {
   Status Generate(ServerContext* ctx, const oe::GenerateRequest* in,
                   grpc::ServerWriter<oe::GenerateResponse>* w) override {
     const auto& cfg = e_.config();
+    e_.note_trace(*ctx);
     if (auto st = check_metadata(*ctx); !st.ok())
       return st;
     int rank = 0;

@@ -85,6 +85,7 @@ class service final : public sg::SglangService::Service {
 
   Status Generate(ServerContext* ctx, const sg::GenerateRequest* in,
                   grpc::ServerWriter<sg::GenerateResponse>* w) override {
+    e_.note_trace(*ctx);
     engine_request req;
     int rank = 0;
     if (auto st = prepare(*in, &req, &rank); !st.ok())

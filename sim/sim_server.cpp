@@ -59,6 +59,22 @@ grpc::Status take_media(const openengine::v1::GenerateRequest& in,
   return grpc::Status::OK;
 }
 
+void sim_engine::note_trace(const grpc::ServerContext& ctx) {
+  auto it = ctx.client_metadata().find("traceparent");
+  std::string tp = it == ctx.client_metadata().end()
+                     ? std::string{}
+                     : std::string(it->second.data(), it->second.size());
+  std::lock_guard<std::mutex> guard{mtx_};
+  traces_.push_back(std::move(tp));
+  if (traces_.size() > 64)
+    traces_.pop_front();
+}
+
+std::vector<std::string> sim_engine::traces() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return {traces_.begin(), traces_.end()};
+}
+
 grpc::Status rank_from_metadata(const grpc::ServerContext& ctx,
                                 const std::string& key, int ranks, int* rank) {
   *rank = -1;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -127,6 +128,10 @@ class sim_engine {
   std::optional<kv_session> find_session(const std::string& id) const;
   /// SGLang's bootstrap rooms (prefill engines).
   bootstrap_rooms& rooms() { return rooms_; }
+  /// Remembers the `traceparent` metadata a Generate call carried (the
+  /// last 64; "" for none), for tests: `GET /debug/traces`.
+  void note_trace(const grpc::ServerContext& ctx);
+  std::vector<std::string> traces() const;
 
   /// Runs a request to its end, handing outputs to `write` (false: stop),
   /// until `cancelled` says the client went. Cancellation does not abort
@@ -151,6 +156,7 @@ class sim_engine {
   std::atomic<uint64_t> next_id_{0};
   mutable std::mutex mtx_;
   std::unordered_map<std::string, kv_session> sessions_; // guarded by mtx_
+  std::deque<std::string> traces_;                       // guarded by mtx_
   bootstrap_rooms rooms_;
 };
 

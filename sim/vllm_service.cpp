@@ -127,6 +127,7 @@ class inference final : public vllm::Inference::Service {
 
   Status Generate(ServerContext* ctx, const vllm::GenerateRequest* in,
                   vllm::GenerateResponse* out) override {
+    e_.note_trace(*ctx);
     engine_request req;
     int rank = 0;
     if (auto st = prepare(e_, ctx, *in, &req, &rank); !st.ok())

@@ -45,6 +45,7 @@ struct router_parts {
     std::make_shared<runtime::actor_slot<kv_router_actor>>();
   router_config config;
   std::shared_ptr<model_catalog> catalog; // what /v1/models lists
+  std::shared_ptr<trace::tracer> tracer;  // --otlp-endpoint; never null
   std::atomic<bool> stopping{false};
   // --role all: ready once the router can place on `ready_at` workers.
   std::mutex ready_mtx;
@@ -84,6 +85,7 @@ struct router_parts {
       grpc->stop();
     watcher.reset();
     plane.reset();
+    tracer->stop(); // the last spans go out (within its export timeout)
   }
 };
 
@@ -103,6 +105,7 @@ dispatcher_from(runtime::role_env& ctx, const router_settings& s,
   cfg.relay_server_name = s.tls_server_name;
   cfg.flow = s.flow;
   cfg.queue_timeout = s.queue_timeout;
+  cfg.tracer = parts.tracer;
   return std::make_unique<dispatcher>(ctx.sys, parts.brain, std::move(cfg));
 }
 
@@ -147,6 +150,7 @@ bool start_frontends(runtime::role_env& ctx, const router_settings& s,
                      router_parts& parts) {
   const auto& host = s.http_host;
   auto fc = s.frontend;
+  fc.tracer = parts.tracer;
   parts.catalog =
     std::make_shared<model_catalog>(parts.disc, parts.config.model);
   std::weak_ptr<model_catalog> weak = parts.catalog;
@@ -188,7 +192,8 @@ bool start_frontends(runtime::role_env& ctx, const router_settings& s,
                             s.frontend.http.max_queued_bytes,
                             s.frontend.objectives,
                             s.frontend.session_header,
-                            s.grpc_limits};
+                            s.grpc_limits,
+                            parts.tracer};
   parts.grpc = std::make_unique<grpc_frontend>(*parts.dispatch, models, lim);
   if (auto gerr = parts.grpc->start(host, static_cast<uint16_t>(port),
                                     cluster::server_credentials(parts.tls));
@@ -260,6 +265,12 @@ std::shared_ptr<router_parts>
 start_router(runtime::role_env& ctx, const router_settings& s,
              std::shared_ptr<cluster::discovery> disc) {
   auto parts = std::make_shared<router_parts>();
+  parts->tracer = trace::tracer::make(s.tracing);
+  if (parts->tracer->enabled())
+    spdlog::info("router: spans to http://{}:{}{} (sampling {} of new "
+                 "traces)",
+                 s.tracing.endpoint->host, s.tracing.endpoint->port,
+                 s.tracing.endpoint->target, s.tracing.sample_ratio);
   // With NATS, a router that loses its connection keeps the last known
   // worker set and says so in /health.
   std::weak_ptr<runtime::health_state> health = ctx.health;

@@ -11,6 +11,7 @@
 #include "cluster/discovery_from.hpp"
 #include "cluster/grpc_server_limits.hpp"
 #include "cluster/tls.hpp"
+#include "cluster/trace/tracer.hpp"
 
 namespace outrider::router {
 
@@ -47,6 +48,8 @@ struct router_settings {
   /// Ready only once this many workers can be placed on (`--role all`,
   /// whose engines are its own); 0: when the frontends listen.
   size_t ready_workers = 0;
+  /// --otlp-endpoint, --trace-sample-ratio (service.name outrider-router).
+  trace::tracer_settings tracing;
 };
 
 } // namespace outrider::router

@@ -10,6 +10,7 @@
 #include "actors/sidecar/event_hub.hpp"
 #include "cluster/engine/vocabulary.hpp"
 #include "cluster/grpc_server_limits.hpp"
+#include "cluster/trace/tracer.hpp"
 #include "runtime/actor_slot.hpp"
 #include "runtime/status.hpp"
 
@@ -32,6 +33,9 @@ struct relay_config {
   /// How routers' calls are secured (--tls-*; null: plaintext).
   std::shared_ptr<grpc::ServerCredentials> credentials;
   cluster::grpc_server_limits limits; // idle and handshake timeouts
+  /// Each relayed call's span (`relay.generate`, under the router's);
+  /// never null.
+  std::shared_ptr<trace::tracer> tracer = trace::tracer::make({});
 };
 
 /// The sidecar's OpenEngine server for routers: `Inference.Generate`

@@ -51,11 +51,27 @@ class relay_call final : public grpc::ServerWriteReactor<oe::GenerateResponse>,
   relay_call(relay::impl& r, grpc::CallbackServerContext* sctx,
              const oe::GenerateRequest& in, engine::dialect d,
              const engine::call_target& target)
-    : r_(r), sctx_(sctx) {
+    : r_(r), sctx_(sctx),
+      span_(r.cfg.tracer->start_entry(
+        "relay.generate",
+        trace::parse_traceparent(target.traceparent, target.tracestate),
+        trace::span_kind::server)) {
     r_.m.inflight.add(1);
     id_ = in.request_id().empty()
             ? "relay-" + std::to_string(r_.next_id.fetch_add(1))
             : in.request_id();
+    // The engine's work hangs under this span (or under the router's
+    // context, passed on as it came, when this one is not recorded).
+    auto to_engine = target;
+    if (const auto& tc = span_.context(); tc.valid()) {
+      to_engine.traceparent = trace::traceparent_of(tc);
+      to_engine.tracestate = tc.state;
+    } else {
+      to_engine.traceparent.clear();
+      to_engine.tracestate.clear();
+    }
+    span_.set("outrider.request_id", id_)
+      .set("outrider.engine_protocol", engine::to_string(d));
     // The router's deadline travels on to the engine; its cancellation too,
     // by OnCancel (not by gRPC's propagation, which would end the engine
     // call before OnCancel tells why).
@@ -63,7 +79,7 @@ class relay_call final : public grpc::ServerWriteReactor<oe::GenerateResponse>,
     ectx_->set_deadline(sctx->deadline());
     auto req = in;
     req.set_request_id(id_);
-    engine::start_generate(r_.channel, d, req, target, *ectx_, *this);
+    engine::start_generate(r_.channel, d, req, to_engine, *ectx_, *this);
   }
 
   // Engine side (gRPC callback threads, one at a time).
@@ -71,6 +87,8 @@ class relay_call final : public grpc::ServerWriteReactor<oe::GenerateResponse>,
     std::unique_lock<std::mutex> guard{mtx_};
     if (client_gone_)
       return;
+    if (n > 0 && tokens_ == 0)
+      span_.event("first_token");
     tokens_ += n;
     engine::enqueue_coalesced(queue_, std::move(resp));
     if (n > 0 && !writing_)
@@ -146,7 +164,13 @@ class relay_call final : public grpc::ServerWriteReactor<oe::GenerateResponse>,
     if (finished_)
       return;
     finished_ = true;
-    Finish(verdict());
+    auto st = verdict();
+    span_.set("outrider.output_tokens", int64_t{tokens_})
+      .set("rpc.grpc.status_code", static_cast<int64_t>(st.error_code()));
+    if (!st.ok())
+      span_.fail(st.error_message());
+    span_.end();
+    Finish(std::move(st));
   }
 
   Status verdict() {
@@ -199,6 +223,7 @@ class relay_call final : public grpc::ServerWriteReactor<oe::GenerateResponse>,
   bool finished_ = false;    // guarded by mtx_
   Status engine_status_;     // guarded by mtx_
   uint32_t tokens_ = 0;      // guarded by mtx_
+  trace::span span_;         // guarded by mtx_ once the call runs
 };
 
 class generate_service final : public oe::Inference::CallbackService {

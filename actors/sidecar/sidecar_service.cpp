@@ -122,6 +122,7 @@ void start_relay(runtime::role_env& ctx, const sidecar_settings& s,
   rcfg.indexer = slots.indexer;
   rcfg.max_streams = s.relay_max_streams;
   rcfg.limits = s.grpc_limits;
+  rcfg.tracer = trace::tracer::make(s.tracing);
   auto tls = cluster::tls_from(s.tls);
   if (!tls) {
     ctx.control->request_exit(2, describe(tls.error()));
@@ -143,10 +144,11 @@ void start_relay(runtime::role_env& ctx, const sidecar_settings& s,
   if (auto& m = *tls)
     probe = {true, m->cert, m->key};
   auto watch = watch_relay(s, server, slots, std::move(probe));
-  ctx.stop_hooks.push_back([server, grace_ms, watch] {
+  ctx.stop_hooks.push_back([server, grace_ms, watch, tracer = rcfg.tracer] {
     if (watch)
       watch->stop();
     server->stop(std::chrono::milliseconds{grace_ms->load()});
+    tracer->stop(); // the last spans go out (within its export timeout)
   });
 }
 

@@ -8,6 +8,7 @@
 #include "cluster/discovery_from.hpp"
 #include "cluster/grpc_server_limits.hpp"
 #include "cluster/tls.hpp"
+#include "cluster/trace/tracer.hpp"
 
 namespace outrider::sidecar {
 
@@ -35,6 +36,9 @@ struct sidecar_settings {
   cluster::tls_files tls;
   cluster::discovery_settings discovery;
   bool nats_event_plane = false; // --event-plane nats
+  /// --otlp-endpoint (service.name outrider-sidecar); the router's
+  /// sampling decision arrives with each call.
+  trace::tracer_settings tracing;
 };
 
 } // namespace outrider::sidecar

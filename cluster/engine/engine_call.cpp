@@ -174,6 +174,14 @@ std::optional<call_target> call_target_from(
       t.hops = *n;
       continue;
     }
+    if (k == "traceparent" || k == "tracestate") {
+      // The first of each counts; the trace context is advisory, a
+      // malformed one is no context (never a refusal).
+      auto& slot = k == "traceparent" ? t.traceparent : t.tracestate;
+      if (slot.empty() && v.size() <= 512)
+        slot = v;
+      continue;
+    }
     if (k.rfind("openengine-", 0) != 0)
       continue;
     if (!seen.insert(k).second) {
@@ -214,6 +222,11 @@ void start_generate(const std::shared_ptr<grpc::Channel>& ch, dialect d,
                     grpc::ClientContext& ctx, generate_sink& sink) {
   if (target.hops > 0)
     ctx.AddMetadata(hops_key, std::to_string(target.hops));
+  if (!target.traceparent.empty()) {
+    ctx.AddMetadata("traceparent", target.traceparent);
+    if (!target.tracestate.empty())
+      ctx.AddMetadata("tracestate", target.tracestate);
+  }
   if (d == dialect::openengine || d == dialect::unknown) {
     if (target.dp_rank)
       ctx.AddMetadata(rank_key, std::to_string(*target.dp_rank));

@@ -41,6 +41,12 @@ struct call_target {
   /// worker record that names a router (itself, or one whose records name
   /// it back) ends in one refused hop, not a chain of nested calls.
   uint32_t hops = 0;
+  /// W3C trace context (`traceparent`, `tracestate`), sent on in every
+  /// dialect: engines that trace join the caller's trace (vLLM's request
+  /// has no trace field; metadata is all it gets). As received, unchecked:
+  /// whoever starts a span under it parses it (cluster/trace).
+  std::string traceparent;
+  std::string tracestate;
 };
 
 /// The metadata key of `call_target::hops`.

@@ -58,3 +58,22 @@ TEST_CASE("a call's rank and priority are read as numbers, garbage refused") {
   CHECK_FALSE(call_target_from(
     {{"x-outrider-hops", "1"}, {"x-outrider-hops", "1"}}, &why));
 }
+
+TEST_CASE("a call's trace context is taken as it came, never refused") {
+  using outrider::engine::call_target_from;
+  std::string why;
+  const std::string tp =
+    "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  auto t = call_target_from(
+    {{"traceparent", tp}, {"tracestate", "a=1"}, {"traceparent", "junk"}},
+    &why);
+  REQUIRE(t);
+  CHECK(t->traceparent == tp); // the first counts
+  CHECK(t->tracestate == "a=1");
+  auto junk = call_target_from({{"traceparent", "junk"}}, &why);
+  REQUIRE(junk); // a malformed context is no context, not a refusal
+  CHECK(junk->traceparent == "junk");
+  auto huge = call_target_from({{"traceparent", std::string(600, 'a')}}, &why);
+  REQUIRE(huge);
+  CHECK(huge->traceparent.empty());
+}

@@ -14,8 +14,11 @@ namespace beast = boost::beast;
 namespace bhttp = beast::http;
 using tcp = asio::ip::tcp;
 
-http_fetch http_get(const std::string& host, uint16_t port,
-                    const std::string& target,
+namespace {
+
+http_fetch exchange(bhttp::verb verb, const std::string& host, uint16_t port,
+                    const std::string& target, const std::string* body,
+                    const std::string& content_type,
                     std::chrono::milliseconds timeout, size_t max_body) {
   // Asynchronous operations on a private io_context, run for at most
   // `timeout`: Beast's synchronous calls have no deadline.
@@ -24,9 +27,14 @@ http_fetch http_get(const std::string& host, uint16_t port,
   tcp::resolver resolver{io};
   beast::tcp_stream stream{io};
   beast::flat_buffer buffer;
-  bhttp::request<bhttp::empty_body> req{bhttp::verb::get, target, 11};
+  bhttp::request<bhttp::string_body> req{verb, target, 11};
   req.set(bhttp::field::host, host + ":" + std::to_string(port));
   req.set(bhttp::field::connection, "close");
+  if (body) {
+    req.set(bhttp::field::content_type, content_type);
+    req.body() = *body;
+    req.prepare_payload();
+  }
   std::optional<bhttp::response_parser<bhttp::string_body>> parser;
   parser.emplace();
   parser->body_limit(max_body);
@@ -70,6 +78,23 @@ http_fetch http_get(const std::string& host, uint16_t port,
   beast::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
   return out;
+}
+
+} // namespace
+
+http_fetch http_get(const std::string& host, uint16_t port,
+                    const std::string& target,
+                    std::chrono::milliseconds timeout, size_t max_body) {
+  return exchange(bhttp::verb::get, host, port, target, nullptr, {}, timeout,
+                  max_body);
+}
+
+http_fetch http_post(const std::string& host, uint16_t port,
+                     const std::string& target, const std::string& body,
+                     const std::string& content_type,
+                     std::chrono::milliseconds timeout, size_t max_body) {
+  return exchange(bhttp::verb::post, host, port, target, &body, content_type,
+                  timeout, max_body);
 }
 
 } // namespace outrider::runtime

@@ -24,4 +24,13 @@ http_fetch http_get(const std::string& host, uint16_t port,
                     std::chrono::milliseconds timeout,
                     size_t max_body = 1 << 20);
 
+/// One POST of `body` (as `content_type`) over plain HTTP/1.1, with the
+/// same deadline and bound on the answer as `http_get` (the trace
+/// exporter's, off any request path).
+http_fetch http_post(const std::string& host, uint16_t port,
+                     const std::string& target, const std::string& body,
+                     const std::string& content_type,
+                     std::chrono::milliseconds timeout,
+                     size_t max_body = 1 << 20);
+
 } // namespace outrider::runtime

@@ -51,6 +51,11 @@ struct generate_params {
   int band = 0;
   /// Session affinity: the conversation (its session header), or empty.
   std::string session;
+  /// The frontend's span of this request as W3C trace context: the
+  /// dispatcher's spans hang under it, and each engine call carries it on
+  /// (empty: the request is not traced and no client context came).
+  std::string traceparent;
+  std::string tracestate;
 };
 
 /// How a request ended, one vocabulary for both frontends: each maps it to

@@ -46,7 +46,9 @@ class attempts final : public attempt_seams,
       cache_salt_(p.cache_salt), media_(p.media), preprocess_(p.preprocess),
       deadline_(std::min(
         std::chrono::system_clock::now() + d.cfg.request_timeout,
-        p.deadline.value_or(std::chrono::system_clock::time_point::max()))) {}
+        p.deadline.value_or(std::chrono::system_clock::time_point::max()))),
+      trace_(trace::parse_traceparent(p.traceparent, p.tracestate)
+               .value_or(trace::trace_context{})) {}
 
   bool may_migrate() const override { return !d_.shutting_down.load(); }
 
@@ -59,11 +61,15 @@ class attempts final : public attempt_seams,
       d_.cfg.disagg ? std::optional{engine::worker_role::decode} : std::nullopt;
     req->identity = identity();
     auto self = shared_from_this();
+    auto span = std::make_shared<trace::span>(
+      child("router.placement", trace::span_kind::internal));
     dispatch_queue::placed_fn finish =
-      [self, tp, done = std::move(done)](route_decision d) {
+      [self, tp, span, done = std::move(done)](route_decision d) {
         // Tokenizing counts once, with the first placement.
         auto pre = std::exchange(self->preprocess_, {});
         self->d_.stats.overhead->observe(seconds(clock_type::now() - tp + pre));
+        explain(*span, d);
+        span->end();
         done(std::move(d));
       };
     d_.queue.place(req, true, [self, req, finish](route_decision d) {
@@ -85,7 +91,7 @@ class attempts final : public attempt_seams,
       return launch(d, std::move(greq), attempt, out, on_tokens,
                     std::move(done));
     auto self = shared_from_this();
-    d_.prefill.run(tokens, identity(), media_, d,
+    d_.prefill.run(tokens, identity(), media_, d, trace_,
                    [self, d, greq, attempt, &out, &on_tokens,
                     done](std::optional<std::string> session) mutable {
                      if (session)
@@ -109,6 +115,35 @@ class attempts final : public attempt_seams,
 
  private:
   class call;
+
+  // A span of this request's, under the frontend's (not recorded when the
+  // request is not traced; it still carries the client's context on).
+  trace::span child(std::string name, trace::span_kind kind) const {
+    return d_.cfg.tracer->start_child(std::move(name), trace_, kind);
+  }
+
+  // Why the placement went where it did, as span attributes.
+  static void explain(trace::span& s, const route_decision& d) {
+    if (!s.recording())
+      return;
+    if (!d.ok) {
+      s.fail(d.shed != shed_reason::none ? "shed by flow control"
+             : d.busy                    ? "every worker busy"
+             : d.error.empty()           ? "no worker"
+                                         : d.error);
+      return;
+    }
+    s.set("outrider.worker_id", d.worker_id)
+      .set("outrider.dp_rank", int64_t{d.rank})
+      .set("outrider.overlap_blocks", int64_t{d.chosen_overlap_blocks})
+      .set("outrider.best_overlap_blocks", int64_t{d.best_overlap_blocks})
+      .set("outrider.prompt_blocks", int64_t{d.prompt_blocks})
+      .set("outrider.cost", d.cost)
+      .set("outrider.candidates", int64_t{d.candidates})
+      .set("outrider.scored", int64_t{d.scored})
+      .set("outrider.queued_prefill_tokens",
+           static_cast<int64_t>(d.queued_prefill_tokens));
+  }
 
   void launch(const route_decision& d, oe::GenerateRequest greq, int attempt,
               generate_outcome& out, const token_sink& on_tokens,
@@ -159,6 +194,7 @@ class attempts final : public attempt_seams,
   clock_type::time_point t0_ = clock_type::now();
   clock_type::time_point first_token_ = t0_;
   clock_type::time_point last_token_ = t0_;
+  trace::trace_context trace_; // the frontend's span; invalid: none
 };
 
 // One engine call of one attempt: owns its gRPC context, is told of each
@@ -190,6 +226,16 @@ class attempts::call final : public engine::generate_sink {
     if (d_.priority != 0)
       target.priority = d_.priority;
     target.hops = 1; // a router's call (routers refuse calls that passed one)
+    span_ = owner_->child("router.attempt", trace::span_kind::client);
+    span_.set("outrider.attempt", int64_t{attempt_})
+      .set("outrider.worker_id", d_.worker_id)
+      .set("outrider.dp_rank", int64_t{d_.rank})
+      .set("outrider.dispatch", direct ? "direct" : "relay")
+      .set("server.address", endpoint);
+    if (const auto& tc = span_.context(); tc.valid()) {
+      target.traceparent = trace::traceparent_of(tc);
+      target.tracestate = tc.state;
+    }
     engine::start_generate(disp_.calls.channel_for(endpoint, !direct), dialect,
                            req_, target, ctx_, *this);
   }
@@ -201,6 +247,7 @@ class attempts::call final : public engine::generate_sink {
       if (!prefilled_) {
         prefilled_ = true;
         disp_.queue.unbook(d_.key, false);
+        span_.event("first_token");
       }
       if (!owner_->deliver(resp, out_, on_tokens_)) {
         cancelled_ = true;
@@ -229,6 +276,14 @@ class attempts::call final : public engine::generate_sink {
       abort_on_engine();
     if (st.ok() && !cancelled && !out_.tokens.empty())
       remember();
+    span_
+      .set("outrider.output_tokens", static_cast<int64_t>(out_.tokens.size()))
+      .set("rpc.grpc.status_code", static_cast<int64_t>(st.error_code()));
+    if (cancelled)
+      span_.fail("cancelled");
+    else if (!st.ok())
+      span_.fail(st.error_message());
+    span_.end();
     end(outcome(st, cancelled));
   }
 
@@ -278,6 +333,7 @@ class attempts::call final : public engine::generate_sink {
   grpc::ClientContext ctx_;
   bool cancelled_ = false;
   bool prefilled_ = false;
+  trace::span span_; // this engine call's
 };
 
 void attempts::launch(const route_decision& d, oe::GenerateRequest greq,

@@ -8,6 +8,7 @@
 
 #include "actors/router/core/disagg_policy.hpp"
 #include "actors/router/core/flow_queue.hpp"
+#include "cluster/trace/tracer.hpp"
 #include "runtime/metrics.hpp"
 
 namespace grpc {
@@ -37,6 +38,9 @@ struct dispatch_config {
   /// --flow-quantum), and how long a request may wait (--queue-timeout).
   flow_config flow;
   std::chrono::milliseconds queue_timeout{std::chrono::seconds{60}};
+  /// Spans of each request's placement, attempts and prefill leg, under
+  /// the frontend's span (`generate_params::traceparent`); never null.
+  std::shared_ptr<trace::tracer> tracer = trace::tracer::make({});
 };
 
 /// The dispatcher's metric handles, built once.

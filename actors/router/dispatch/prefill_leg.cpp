@@ -67,70 +67,91 @@ class prefill_call final : public engine::generate_sink {
 void prefill_leg::run(const std::vector<uint32_t>& tokens,
                       const kv::prompt_identity& identity,
                       const std::vector<generate_params::media_item>& media,
-                      const route_decision& d, session_fn done) {
+                      const route_decision& d,
+                      const trace::trace_context& trace, session_fn done) {
   auto preq = std::make_shared<route_request>();
   preq->tokens = tokens;
   preq->role = engine::worker_role::prefill;
   preq->identity = identity;
-  queue_.place(preq, false, [this, preq, media, d, done](route_decision p) {
-    auto count = [this](const char* outcome) { stats_.disagg(outcome).inc(); };
-    auto plan = plan_prefill(*cfg_.disagg, facts(preq->tokens.size(), d, p),
-                             cfg_.queue_threshold);
-    if (plan == prefill_plan::no_pool || plan == prefill_plan::incompatible ||
-        plan == prefill_plan::local) {
-      if (p.ok)
-        queue_.unbook(p.key, true);
-      count(to_string(plan));
-      return done(std::nullopt);
-    }
-    bool bootstrap = plan == prefill_plan::bootstrap;
-    oe::GenerateRequest req;
-    req.mutable_token_ids()->mutable_ids()->Add(preq->tokens.begin(),
-                                                preq->tokens.end());
-    req.mutable_stopping()->set_max_tokens(1);
-    set_identity(req, preq->identity.lora, preq->identity.cache_salt, media);
-    std::optional<std::string> room_session;
-    if (bootstrap) {
-      auto s = engine::bootstrap_session(new_bootstrap_room(),
-                                         p.bootstrap_endpoint, p.rank);
-      room_session = s.SerializeAsString();
-      *req.mutable_kv()->mutable_session() = std::move(s);
-    }
-    auto* call = new prefill_call(
-      [this](grpc::ClientContext* c) { calls_.untrack(c); },
-      [this, p, count, done, bootstrap](const grpc::Status& st,
-                                        std::optional<std::string> session) {
-        queue_.unbook(p.key, true);
-        if (!st.ok() || (!session && !bootstrap)) {
-          count("prefill_failed");
-          spdlog::warn("router: remote prefill on {} failed ({}){}",
-                       p.worker_id, st.error_message(),
-                       bootstrap ? "" : "; prefilling locally");
-          // The decode worker prefills it itself instead; with a bootstrap
-          // room its decode leg fails on its own and is migrated.
+  queue_.place(
+    preq, false, [this, preq, media, d, trace, done](route_decision p) {
+      auto count = [this](const char* outcome) {
+        stats_.disagg(outcome).inc();
+      };
+      auto plan = plan_prefill(*cfg_.disagg, facts(preq->tokens.size(), d, p),
+                               cfg_.queue_threshold);
+      if (plan == prefill_plan::no_pool || plan == prefill_plan::incompatible ||
+          plan == prefill_plan::local) {
+        if (p.ok)
+          queue_.unbook(p.key, true);
+        count(to_string(plan));
+        return done(std::nullopt);
+      }
+      bool bootstrap = plan == prefill_plan::bootstrap;
+      oe::GenerateRequest req;
+      req.mutable_token_ids()->mutable_ids()->Add(preq->tokens.begin(),
+                                                  preq->tokens.end());
+      req.mutable_stopping()->set_max_tokens(1);
+      set_identity(req, preq->identity.lora, preq->identity.cache_salt, media);
+      std::optional<std::string> room_session;
+      if (bootstrap) {
+        auto s = engine::bootstrap_session(new_bootstrap_room(),
+                                           p.bootstrap_endpoint, p.rank);
+        room_session = s.SerializeAsString();
+        *req.mutable_kv()->mutable_session() = std::move(s);
+      }
+      // The leg's span, under the request's: the prefill worker's relay and
+      // engine hang theirs under it.
+      auto span = std::make_shared<trace::span>(cfg_.tracer->start_child(
+        "router.prefill", trace, trace::span_kind::client));
+      span->set("outrider.worker_id", p.worker_id)
+        .set("outrider.dp_rank", int64_t{p.rank})
+        .set("outrider.plan", to_string(plan))
+        .set("outrider.prompt_tokens",
+             static_cast<int64_t>(preq->tokens.size()));
+      engine::call_target target{
+        static_cast<uint32_t>(p.rank), std::nullopt, {}, 1};
+      if (const auto& tc = span->context(); tc.valid()) {
+        target.traceparent = trace::traceparent_of(tc);
+        target.tracestate = tc.state;
+      }
+      auto* call = new prefill_call(
+        [this](grpc::ClientContext* c) { calls_.untrack(c); },
+        [this, p, count, done, bootstrap,
+         span](const grpc::Status& st, std::optional<std::string> session) {
+          if (!st.ok())
+            span->fail(st.error_message());
+          span->end();
+          queue_.unbook(p.key, true);
+          if (!st.ok() || (!session && !bootstrap)) {
+            count("prefill_failed");
+            spdlog::warn("router: remote prefill on {} failed ({}){}",
+                         p.worker_id, st.error_message(),
+                         bootstrap ? "" : "; prefilling locally");
+            // The decode worker prefills it itself instead; with a bootstrap
+            // room its decode leg fails on its own and is migrated.
+            if (!bootstrap)
+              done(std::nullopt);
+            return;
+          }
+          count("remote_prefill");
           if (!bootstrap)
-            done(std::nullopt);
-          return;
-        }
-        count("remote_prefill");
-        if (!bootstrap)
-          done(std::move(session));
-      });
-    if (!calls_.track(&call->ctx)) {
-      call->on_done({grpc::StatusCode::CANCELLED, "the router is stopping"});
+            done(std::move(session));
+        });
+      if (!calls_.track(&call->ctx)) {
+        call->on_done({grpc::StatusCode::CANCELLED, "the router is stopping"});
+        if (bootstrap)
+          done(std::nullopt);
+        return;
+      }
+      engine::start_generate(calls_.channel_for(p.endpoint, true),
+                             engine::dialect::openengine, req, target,
+                             call->ctx, *call);
+      // SGLang's handoff: the decode leg goes at once, with the same room (the
+      // prefill leg ends only once the decode engine has fetched the KV).
       if (bootstrap)
-        done(std::nullopt);
-      return;
-    }
-    engine::start_generate(
-      calls_.channel_for(p.endpoint, true), engine::dialect::openengine, req,
-      engine::call_target{static_cast<uint32_t>(p.rank), std::nullopt, {}, 1},
-      call->ctx, *call);
-    // SGLang's handoff: the decode leg goes at once, with the same room (the
-    // prefill leg ends only once the decode engine has fetched the KV).
-    if (bootstrap)
-      done(std::move(room_session));
-  });
+        done(std::move(room_session));
+    });
 }
 
 prefill_facts prefill_facts_of(size_t prompt_tokens, const route_decision& d,

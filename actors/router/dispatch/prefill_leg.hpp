@@ -38,7 +38,8 @@ class prefill_leg {
   void run(const std::vector<uint32_t>& tokens,
            const kv::prompt_identity& identity,
            const std::vector<generate_params::media_item>& media,
-           const route_decision& d, session_fn done);
+           const route_decision& d, const trace::trace_context& trace,
+           session_fn done);
 
  private:
   prefill_facts facts(size_t prompt_tokens, const route_decision& d,

@@ -7,6 +7,8 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/router/frontend/flow_identity.hpp"
+#include "actors/router/frontend/grpc_request.hpp"
+#include "actors/router/frontend/request_trace.hpp"
 #include "cluster/engine/engine_call.hpp"
 #include "cluster/engine/token_queue.hpp"
 #include "cluster/grpc_server_limits.hpp"
@@ -41,66 +43,11 @@ namespace oe = openengine::v1;
 using grpc::Status;
 using grpc::StatusCode;
 
-// An outcome as a gRPC status: an overloaded engine stays
-// RESOURCE_EXHAUSTED for the client (it was UNAVAILABLE, read from the
-// HTTP 503 it shared with "no worker"), so a client can tell "back off"
-// from "try elsewhere".
-StatusCode code_for(outcome_kind k) {
-  switch (k) {
-  case outcome_kind::ok:
-    return StatusCode::OK;
-  case outcome_kind::refused:
-    return StatusCode::INVALID_ARGUMENT;
-  case outcome_kind::cancelled:
-    return StatusCode::CANCELLED;
-  case outcome_kind::no_worker:
-  case outcome_kind::shutting_down:
-    return StatusCode::UNAVAILABLE;
-  case outcome_kind::overloaded:
-  case outcome_kind::shed:
-    return StatusCode::RESOURCE_EXHAUSTED;
-  case outcome_kind::timed_out:
-    return StatusCode::DEADLINE_EXCEEDED;
-  case outcome_kind::failed:
-    return StatusCode::INTERNAL;
-  }
-  return StatusCode::INTERNAL;
-}
-
 class refused final : public grpc::ServerWriteReactor<oe::GenerateResponse> {
  public:
   explicit refused(Status st) { Finish(std::move(st)); }
   void OnDone() override { delete this; }
 };
-
-// The request's checks; OK when it may be dispatched.
-Status check(const oe::GenerateRequest& in,
-             const std::vector<std::string>& models) {
-  if (in.has_prompt())
-    return {StatusCode::INVALID_ARGUMENT,
-            "text prompts need a tokenizer; send token_ids"};
-  if (in.token_ids().ids_size() == 0)
-    return {StatusCode::INVALID_ARGUMENT, "the prompt is empty"};
-  if (!in.model().empty() && !models.empty() &&
-      std::find(models.begin(), models.end(), in.model()) == models.end())
-    return {StatusCode::NOT_FOUND,
-            "the model '" + in.model() + "' is not served"};
-  const auto& stop = in.stopping();
-  if (stop.has_max_tokens() && stop.max_tokens() == 0)
-    return {StatusCode::INVALID_ARGUMENT, "max_tokens must be at least 1"};
-  if (in.media_size() > static_cast<int>(generate_params::max_media))
-    return {StatusCode::INVALID_ARGUMENT,
-            "more than " + std::to_string(generate_params::max_media) +
-              " media items"};
-  for (const auto& m : in.media())
-    if (m.url().empty() || m.uuid().size() > generate_params::max_uuid_bytes ||
-        m.offset() > static_cast<uint64_t>(in.token_ids().ids_size()))
-      return {StatusCode::INVALID_ARGUMENT,
-              "a media item needs a url, a uuid of at most " +
-                std::to_string(generate_params::max_uuid_bytes) +
-                " bytes and an offset within the prompt"};
-  return Status::OK;
-}
 
 // One Generate call: the server reactor towards the client and the
 // dispatcher's token sink. It goes when both gRPC (OnDone) and the
@@ -111,8 +58,10 @@ class generate_call final
   generate_call(frontend_state& s, grpc::CallbackServerContext* ctx,
                 const oe::GenerateRequest& in,
                 std::optional<std::chrono::system_clock::time_point> deadline,
-                flow_identity who)
-    : s_(s), ctx_(ctx), id_(in.request_id()) {
+                flow_identity who, const engine::call_target& target)
+    : s_(s), ctx_(ctx), id_(in.request_id()),
+      trace_(*s.lim.tracer, target.traceparent, target.tracestate, "grpc",
+             std::chrono::system_clock::now()) {
     ++s_.streams;
     generate_params p;
     p.prompt.assign(in.token_ids().ids().begin(), in.token_ids().ids().end());
@@ -128,6 +77,8 @@ class generate_call final
     p.flow = std::move(who.flow);
     p.band = who.band;
     p.session = std::move(who.session);
+    trace_.describe(in.model(), true, p.prompt.size());
+    trace_.hand_on(p);
     oe::GenerateResponse first;
     first.set_request_id(id_);
     first.mutable_prompt()->set_num_prompt_tokens(
@@ -168,6 +119,7 @@ class generate_call final
     std::unique_lock<std::mutex> guard{mtx_};
     if (gone_)
       return false;
+    trace_.token();
     oe::GenerateResponse r;
     r.set_request_id(id_);
     auto* t = r.mutable_token();
@@ -199,6 +151,7 @@ class generate_call final
     {
       std::unique_lock<std::mutex> guard{mtx_};
       generated_ = true;
+      trace_.finish(o);
       if (!o.ok) {
         status_ = Status{code_for(o.kind), o.error};
       } else if (!gone_) {
@@ -257,6 +210,7 @@ class generate_call final
   frontend_state& s_;
   grpc::CallbackServerContext* ctx_;
   std::string id_;
+  request_trace trace_;        // the dispatcher's callbacks, one at a time
   std::atomic<int> owners_{2}; // gRPC and the dispatcher
   std::mutex mtx_;
   std::deque<oe::GenerateResponse> queue_;              // guarded by mtx_
@@ -289,7 +243,7 @@ class inference final : public oe::Inference::CallbackService {
                             std::to_string(s_.lim.max_streams) +
                             " streams already (--grpc-max-streams)"});
     }
-    if (auto st = check(*in, s_.models()); !st.ok())
+    if (auto st = check_generate(*in, s_.models()); !st.ok())
       return new refused(std::move(st));
     // A call from a router (this one or another) means a worker record
     // names a router's listener instead of a relay: one refused hop, never
@@ -322,7 +276,7 @@ class inference final : public oe::Inference::CallbackService {
                                  std::chrono::system_clock::time_point::max()
                                ? std::nullopt
                                : std::optional{deadline},
-                             std::move(*who));
+                             std::move(*who), *target);
   }
 
  private:

@@ -41,6 +41,8 @@ class grpc_frontend {
     std::map<std::string, int> objectives;
     std::string session_header = "x-session-id";
     cluster::grpc_server_limits server; // idle and handshake timeouts
+    /// Each call's span (under its `traceparent` metadata); never null.
+    std::shared_ptr<trace::tracer> tracer = trace::tracer::make({});
   };
   grpc_frontend(dispatcher& d, std::function<std::vector<std::string>()> models,
                 limits lim);

@@ -180,6 +180,7 @@ void http_frontend::serve(std::shared_ptr<runtime::http_exchange> ex) {
   static auto& requests = runtime::global_metrics().get_counter(
     "outrider_http_requests_total", "Frontend requests", {{"path", "all"}});
   requests.inc();
+  auto received = std::chrono::system_clock::now();
   const auto& req = ex->request();
   if (req.path == "/v1/models" && req.method == "GET")
     return ex->respond(models_response(models_()));
@@ -206,14 +207,25 @@ void http_frontend::serve(std::shared_ptr<runtime::http_exchange> ex) {
   c.params.flow = std::move(who->flow);
   c.params.band = who->band;
   c.params.session = std::move(who->session);
-  if (!admit())
+  auto header = [&req](const char* name) {
+    auto it = req.headers.find(name);
+    return it == req.headers.end() ? std::string{} : it->second;
+  };
+  c.trace = std::make_shared<request_trace>(
+    *cfg_.tracer, header("traceparent"), header("tracestate"),
+    chat ? "chat.completions" : "completions", received);
+  if (!admit()) {
+    c.trace->refused(429, "too many requests in flight");
     return ex->respond(
       shed_response(shed_reason::saturated,
                     "too many requests in flight (--http-max-in-flight)"));
+  }
   if (!c.prompt_text && !c.chat)
     return run(std::move(ex), std::move(c));
+  auto trace = c.trace;
   if (!tokenize_pool_->try_run(
         [this, ex, c]() mutable { tokenize(ex, std::move(c)); })) {
+    trace->refused(429, "too many prompts waiting to be tokenized");
     finished();
     ex->respond(shed_response(shed_reason::saturated,
                               "too many prompts waiting to be tokenized"));
@@ -228,7 +240,11 @@ void http_frontend::tokenize(const std::shared_ptr<runtime::http_exchange>& ex,
         api_error(503, shutting_down, "shutting_down", "server_error"));
     return finished();
   }
-  if (auto bad = render_prompt(tools_, c)) {
+  auto from = std::chrono::system_clock::now();
+  auto bad = render_prompt(tools_, c);
+  c.trace->tokenized(from, std::chrono::system_clock::now());
+  if (bad) {
+    c.trace->refused(bad->status, "the prompt was refused");
     ex->respond(std::move(*bad));
     return finished();
   }
@@ -237,6 +253,8 @@ void http_frontend::tokenize(const std::shared_ptr<runtime::http_exchange>& ex,
 
 void http_frontend::run(std::shared_ptr<runtime::http_exchange> ex,
                         completion_request c) {
+  c.trace->describe(c.model, c.stream, c.params.prompt.size());
+  c.trace->hand_on(c.params);
   if (c.stream)
     stream(std::move(ex), std::move(c));
   else
@@ -248,14 +266,17 @@ void http_frontend::generate(std::shared_ptr<runtime::http_exchange> ex,
   auto* raw = ex.get();
   auto params = c.params;
   auto text = std::make_shared<text_side>(cfg_.tokenizer, c.stop);
+  auto trace = c.trace;
   dispatcher_.generate(
     std::move(params),
-    [this, raw, text](const std::vector<uint32_t>& ids) {
+    [this, raw, text, trace](const std::vector<uint32_t>& ids) {
+      trace->token();
       std::vector<uint32_t> kept;
       text->text += text->chunk(ids, kept);
       return !text->stopped && wanted(*raw);
     },
     [this, ex, text, c = std::move(c)](generate_outcome o) {
+      c.trace->finish(o);
       text->text += text->finish(o);
       if (!text->stream)
         text->text = ids_as_text(o.tokens);
@@ -297,11 +318,13 @@ void http_frontend::stream(std::shared_ptr<runtime::http_exchange> ex,
     if (auto first = events->first(); !first.empty())
       raw->send(first);
   };
+  auto trace = c.trace;
   dispatcher_.generate(
     std::move(params),
-    [this, raw, events, begin, text](const std::vector<uint32_t>& toks) {
+    [this, raw, events, begin, text, trace](const std::vector<uint32_t>& toks) {
       if (!wanted(*raw))
         return false;
+      trace->token();
       begin();
       std::vector<uint32_t> kept;
       auto chunk = text->chunk(toks, kept);
@@ -311,7 +334,8 @@ void http_frontend::stream(std::shared_ptr<runtime::http_exchange> ex,
       bool sent = ev.empty() || raw->send(ev);
       return sent && !text->stopped;
     },
-    [this, ex, events, begun, begin, text](generate_outcome o) {
+    [this, ex, events, begun, begin, text, trace](generate_outcome o) {
+      trace->finish(o);
       auto rest = text->finish(o);
       if (ex->gone()) {
         // nobody to answer (the engine request was cancelled)

@@ -14,8 +14,10 @@
 #include "actors/router/frontend/openai_api.hpp"
 #include "actors/router/frontend/openai_chat.hpp"
 #include "actors/router/frontend/prompt_render.hpp"
+#include "actors/router/frontend/request_trace.hpp"
 #include "cluster/text/chat_template.hpp"
 #include "cluster/text/tokenizer.hpp"
+#include "cluster/trace/tracer.hpp"
 #include "runtime/http/server.hpp"
 #include "runtime/worker_pool.hpp"
 
@@ -49,6 +51,9 @@ struct frontend_config {
   std::map<std::string, int> objectives;
   /// Session affinity: the header naming a session (lower-case).
   std::string session_header = "x-session-id";
+  /// Each request's span (`router.request`, under the client's
+  /// `traceparent`) and its tokenizing; never null.
+  std::shared_ptr<trace::tracer> tracer = trace::tracer::make({});
 };
 
 /// The OpenAI-compatible HTTP frontend on the asynchronous HTTP server:

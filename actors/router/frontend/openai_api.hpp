@@ -1,5 +1,6 @@
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -8,6 +9,8 @@
 #include "runtime/http/types.hpp"
 
 namespace outrider::router {
+
+class request_trace; // request_trace.hpp
 
 /// What the frontend accepts of a request, before any engine sees it.
 struct api_limits {
@@ -33,6 +36,8 @@ struct completion_request {
   /// and tokenized later (off the I/O thread).
   bool chat = false;
   std::string chat_vars;
+  /// Its span (the frontend's; null when untraced by construction).
+  std::shared_ptr<request_trace> trace;
 };
 
 /// Validates an OpenAI `/v1/completions` body (token-id prompts, or a text
