@@ -52,6 +52,9 @@ cluster::local_cluster_config local_cluster_from(const runtime::options& o) {
                  "priority"};
   if (const auto& mods = o.get(opt::sim_lora_modules); !mods.empty())
     lc.sim_args.insert(lc.sim_args.end(), {"--lora-modules", mods});
+  // The sidecars' spans go where the router's go.
+  if (const auto& otlp = o.get(opt::otlp_endpoint); !otlp.empty())
+    lc.sidecar_args = {"--otlp-endpoint", otlp};
   // More flags for every simulated engine, split on spaces (an offload
   // tier for a benchmark, say); the simulator refuses what it does not know.
   {

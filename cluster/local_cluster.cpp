@@ -187,6 +187,7 @@ caf::error local_cluster::start() {
       "--system-port", "0", "--relay-port", "0", "--data-dir",
       cfg_.data_dir + "/worker-" + n, "--discovery-dir", cfg_.discovery_dir,
       "--worker-id", "worker-" + n};
+    side.insert(side.end(), cfg_.sidecar_args.begin(), cfg_.sidecar_args.end());
     if (!add("sidecar-" + n, side, cfg_.log_dir + "/sidecar-" + n + ".log"))
       return make_error(errc::spawn_failed, "cannot start a sidecar");
   }

@@ -23,6 +23,8 @@ struct local_cluster_config {
   std::string data_dir;              // one sub-directory per worker
   std::string log_dir;               // engine and sidecar logs
   std::vector<std::string> sim_args; // e.g. --speedup 10
+  /// More flags for every sidecar (e.g. --otlp-endpoint).
+  std::vector<std::string> sidecar_args;
   /// A child that exits is started again after a back-off (doubling from
   /// `restart_backoff`, at most `max_restart_backoff`; back to the start
   /// once a child has lived a minute).

@@ -149,6 +149,11 @@ void lose_history(self_ptr self, const kv_sequencer::replay_plan& plan,
     spdlog::warn("kv_forwarder[{}]: history {}..{} is gone ({}); resetting "
                  "the rank",
                  st.cfg.source.rank, plan.lost_from, plan.resume - 1, why);
+  st.cfg.tracer->start_event("sidecar.kv_reset")
+    .set("outrider.dp_rank", int64_t{st.cfg.source.rank})
+    .set("outrider.lost_from", static_cast<int64_t>(plan.lost_from))
+    .set("outrider.resume", static_cast<int64_t>(plan.resume))
+    .set("outrider.reason", plan.resume < plan.lost_from ? "restarted" : why);
   if (auto idx = st.cfg.indexer->get())
     self->send(idx, indexer::reset_rank_atom::value,
                int32_t{st.cfg.source.rank}, plan.resume);

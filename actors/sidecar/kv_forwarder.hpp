@@ -9,6 +9,7 @@
 #include "actors/indexer/indexer_actor.hpp"
 #include "cluster/engine/engine_adapter.hpp"
 #include "cluster/kv/kv_decoder.hpp"
+#include "cluster/trace/tracer.hpp"
 #include "runtime/actor_slot.hpp"
 
 namespace zmq {
@@ -40,6 +41,8 @@ struct forwarder_config {
   int64_t max_message_bytes = 16 << 20; // ZeroMQ's maxmsgsize
   size_t max_batch_events = kv::default_max_batch_events;
   std::shared_ptr<zmq::context_t> zmq;
+  /// A rank reset (history lost) is a span of its own; never null.
+  std::shared_ptr<trace::tracer> tracer = trace::tracer::make({});
 };
 
 kv_forwarder_actor spawn_kv_forwarder(caf::actor_system& sys,

@@ -114,6 +114,7 @@ void exec(self_ptr self, const cmd::start_forwarder& c) {
   fc.indexer = st.cfg.indexer;
   fc.max_message_bytes = st.cfg.kv_max_message_bytes;
   fc.max_batch_events = st.cfg.kv_max_batch_events;
+  fc.tracer = st.cfg.tracer;
   if (auto i = st.forwarders.find(c.source.rank); i != st.forwarders.end())
     self->send_exit(i->second, caf::exit_reason::user_shutdown);
   auto f = spawn_kv_forwarder(self->system(), fc);
@@ -135,20 +136,29 @@ void exec(self_ptr self, const cmd::register_worker& c) {
     return;
   }
   auto attempt = c.attempt;
+  auto span = std::make_shared<trace::span>(
+    self->state.cfg.tracer->start_event("sidecar.register"));
+  span->set("outrider.worker_id", self->state.cfg.worker_id);
   self
     ->request(reg, std::chrono::seconds{5}, registrar::register_atom::value,
               c.record)
     .then(
       [=](bool written) {
+        span->set("outrider.written", written);
+        span->end();
         run(self, self->state.machine->on_registered(attempt, written));
       },
       [=](caf::error& e) {
         spdlog::error("sidecar: registrar: {}", self->system().render(e));
+        span->fail(self->system().render(e));
+        span->end();
         run(self, self->state.machine->on_registered(attempt, false));
       });
 }
 
 void exec(self_ptr self, const cmd::deregister&) {
+  self->state.cfg.tracer->start_event("sidecar.deregister")
+    .set("outrider.worker_id", self->state.cfg.worker_id);
   if (auto reg = self->state.cfg.registrar->get())
     self->send(reg, registrar::deregister_atom::value);
 }
@@ -182,6 +192,9 @@ void exec(self_ptr self, const cmd::health_changed& c) {
   auto& st = self->state;
   st.transitions->inc();
   st.serving_gauge->set(c.to == engine::engine_health::serving ? 1 : 0);
+  st.cfg.tracer->start_event("sidecar.engine_health")
+    .set("outrider.worker_id", st.cfg.worker_id)
+    .set("outrider.health", engine::to_string(c.to));
 }
 
 void run(self_ptr self, lifecycle_commands cmds) {

@@ -11,6 +11,7 @@
 #include "actors/registrar/registrar.hpp"
 #include "actors/sidecar/kv_forwarder.hpp"
 #include "cluster/engine/engine_adapter.hpp"
+#include "cluster/trace/tracer.hpp"
 #include "runtime/actor_slot.hpp"
 #include "runtime/status.hpp"
 
@@ -80,6 +81,9 @@ struct lifecycle_config {
   /// to speak (the relay takes it from here instead of asking the engine on
   /// a request's thread).
   std::function<void(engine::dialect)> on_dialect;
+  /// Registrations, withdrawals, engine health changes and KV resets as
+  /// spans of their own (--otlp-endpoint); never null.
+  std::shared_ptr<trace::tracer> tracer = trace::tracer::make({});
 };
 
 lifecycle_actor spawn_lifecycle(caf::actor_system& sys, lifecycle_config cfg);

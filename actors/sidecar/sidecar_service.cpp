@@ -64,6 +64,7 @@ lifecycle_config lifecycle_config_from(runtime::role_env& ctx,
   cfg.zmq = std::make_shared<zmq::context_t>(1);
   cfg.indexer = slots.indexer;
   cfg.registrar = slots.registrar;
+  cfg.tracer = trace::tracer::make(s.tracing);
   auto control = ctx.control;
   cfg.request_exit = [control](int code, const std::string& why) {
     control->request_exit(code, why);
@@ -122,7 +123,7 @@ void start_relay(runtime::role_env& ctx, const sidecar_settings& s,
   rcfg.indexer = slots.indexer;
   rcfg.max_streams = s.relay_max_streams;
   rcfg.limits = s.grpc_limits;
-  rcfg.tracer = trace::tracer::make(s.tracing);
+  rcfg.tracer = cfg.tracer; // one exporter for the sidecar's spans
   auto tls = cluster::tls_from(s.tls);
   if (!tls) {
     ctx.control->request_exit(2, describe(tls.error()));

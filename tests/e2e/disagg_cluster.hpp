@@ -22,11 +22,13 @@ struct disagg_cluster {
   uint16_t status = free_port();
   std::unique_ptr<child_process> router;
 
-  /// `sim_extra` goes to both engines, `side_extra` to both sidecars.
+  /// `sim_extra` goes to both engines, `side_extra` to both sidecars,
+  /// `router_extra` to the router.
   explicit disagg_cluster(const std::string& config,
                           const std::string& speedup = "100",
                           const std::vector<std::string>& sim_extra = {},
-                          const std::vector<std::string>& side_extra = {})
+                          const std::vector<std::string>& side_extra = {},
+                          const std::vector<std::string>& router_extra = {})
     : prefill({.role = "prefill", .extra = with(sim_extra, speedup)}),
       decode({.role = "decode", .extra = with(sim_extra, speedup)}) {
     REQUIRE(prefill.wait_serving(10s));
@@ -43,11 +45,22 @@ struct disagg_cluster {
                                                     flags("d0"));
     for (auto* s : {prefill_side.get(), decode_side.get()})
       REQUIRE(eventually([&] { return s->get("/ready") == 200; }, 10s));
-    router = std::make_unique<child_process>(std::vector<std::string>{
-      OUTRIDER_BIN, "--role", "router", "--discovery-dir", discovery.str(),
-      "--http-port", std::to_string(http_port), "--system-port",
-      std::to_string(status), "--grpc-port", "0", "--router-conditional-disagg",
-      "--router-conditional-disagg-config", config});
+    std::vector<std::string> args{OUTRIDER_BIN,
+                                  "--role",
+                                  "router",
+                                  "--discovery-dir",
+                                  discovery.str(),
+                                  "--http-port",
+                                  std::to_string(http_port),
+                                  "--system-port",
+                                  std::to_string(status),
+                                  "--grpc-port",
+                                  "0",
+                                  "--router-conditional-disagg",
+                                  "--router-conditional-disagg-config",
+                                  config};
+    args.insert(args.end(), router_extra.begin(), router_extra.end());
+    router = std::make_unique<child_process>(args);
     REQUIRE(eventually(
       [&] {
         std::string body;

@@ -8,6 +8,8 @@
 #include <map>
 #include <thread>
 
+#include "openengine.grpc.pb.h"
+#include "tests/e2e/disagg_cluster.hpp"
 #include "tests/e2e/router_cluster.hpp"
 #include "tests/otlp_receiver.hpp"
 
@@ -123,7 +125,93 @@ TEST_CASE("a request yields one trace through router, relay and engine, "
   auto seen = engine_traces(*c.sims[0]);
   INFO(json(seen).dump());
   CHECK(std::find(seen.begin(), seen.end(), expected) != seen.end());
+  // The sidecar's own events are spans too: its registration.
+  CHECK(eventually(
+    [&] {
+      for (const auto& r : rx.spans())
+        if (r.span.name() == "sidecar.register" &&
+            otlp_receiver::attribute(r.span, "outrider.written") == "true" &&
+            otlp_receiver::attribute(r.span, "outrider.worker_id") ==
+              "worker-0")
+          return true;
+      return false;
+    },
+    10s));
+  // The gRPC frontend reads the context from the call's metadata.
+  const std::string grpc_trace = "0123456789abcdef0123456789abcdef";
+  auto stub = openengine::v1::Inference::NewStub(
+    grpc::CreateChannel("127.0.0.1:" + std::to_string(c.grpc_port),
+                        grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+  ctx.AddMetadata("traceparent",
+                  "00-" + grpc_trace + "-" + client_span + "-01");
+  openengine::v1::GenerateRequest req;
+  req.mutable_token_ids()->mutable_ids()->Add(prompt.begin(), prompt.end());
+  req.mutable_stopping()->set_max_tokens(3);
+  auto reader = stub->Generate(&ctx, req);
+  openengine::v1::GenerateResponse resp;
+  while (reader->Read(&resp)) {
+  }
+  REQUIRE(reader->Finish().ok());
+  REQUIRE(eventually(
+    [&] {
+      auto g = of_trace(rx, grpc_trace);
+      return g.count("router.request") == 1 && g.count("relay.generate") == 1;
+    },
+    15s));
+  auto g = of_trace(rx, grpc_trace);
+  const auto& grpc_request = g.find("router.request")->second.span;
+  CHECK(otlp_receiver::attribute(grpc_request, "outrider.api") == "grpc");
+  CHECK(otlp_receiver::hex(grpc_request.parent_span_id()) == client_span);
   CHECK(rx.bad_bodies() == 0);
+}
+
+TEST_CASE("a remotely prefilled request's trace holds both legs, each "
+          "worker's relay under its own leg") {
+  otlp_receiver rx;
+  disagg_cluster c{R"({"policy":"isl_bounding","eff_isl_threshold":64,)"
+                   R"("eff_isl_ratio_threshold":0.7})",
+                   "100",
+                   {},
+                   {"--otlp-endpoint", rx.url()},
+                   {"--otlp-endpoint", rx.url()}};
+  auto prompt = tokens(600, 200); // 50 blocks, nothing cached: remote
+  auto [code, body] = traced(
+    c.http_port, json{{"prompt", prompt}, {"max_tokens", 4}}, client_parent);
+  REQUIRE(code == 200);
+  CHECK(c.metric(decisions + "{outcome=\"remote_prefill\"}") == 1);
+  std::multimap<std::string, otlp_receiver::received> spans;
+  REQUIRE(eventually(
+    [&] {
+      spans = of_trace(rx, trace_hex);
+      return spans.count("router.request") == 1 &&
+             spans.count("router.prefill") == 1 &&
+             spans.count("router.attempt") == 1 &&
+             spans.count("relay.generate") == 2;
+    },
+    15s));
+  const auto& request = spans.find("router.request")->second.span;
+  const auto& prefill = spans.find("router.prefill")->second.span;
+  const auto& attempt = spans.find("router.attempt")->second.span;
+  CHECK(prefill.parent_span_id() == request.span_id());
+  CHECK(otlp_receiver::attribute(prefill, "outrider.worker_id") == "p0");
+  CHECK(otlp_receiver::attribute(attempt, "outrider.worker_id") == "d0");
+  int under_prefill = 0, under_attempt = 0;
+  for (auto [it, end] = spans.equal_range("relay.generate"); it != end; ++it) {
+    under_prefill += it->second.span.parent_span_id() == prefill.span_id();
+    under_attempt += it->second.span.parent_span_id() == attempt.span_id();
+  }
+  CHECK(under_prefill == 1);
+  CHECK(under_attempt == 1);
+  // Both engines got the trace.
+  for (const auto* sim : {&c.prefill, &c.decode}) {
+    auto seen = engine_traces(*sim);
+    INFO(json(seen).dump());
+    CHECK(std::any_of(seen.begin(), seen.end(), [](const std::string& tp) {
+      return tp.find(trace_hex) != std::string::npos;
+    }));
+  }
 }
 
 TEST_CASE("sampling: a ratio of 1 starts traces for untraced requests, a "
