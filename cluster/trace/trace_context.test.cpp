@@ -59,7 +59,7 @@ TEST_CASE("tracestate: too long, too many members or binary is dropped") {
   CHECK(parse_traceparent(tp, "a=1,b=2")->state == "a=1,b=2");
 }
 
-TEST_CASE("new ids are never zero and differ; sampling follows the id") {
+TEST_CASE("new ids are never zero and differ, and sampling follows the id") {
   auto a = new_trace_id(), b = new_trace_id();
   CHECK(a != b);
   CHECK(a != trace_id{});
