@@ -59,21 +59,37 @@ struct sidecar_proc {
   uint16_t relay = test::free_port();
   std::unique_ptr<test::child_process> proc;
   std::string worker_id = "bench";
-  fs::path discovery; // default: dir/discovery
+  fs::path discovery;             // default: dir/discovery
+  std::vector<std::string> extra; // more flags
   sidecar_proc(const std::string& engine, fs::path d,
-               std::string worker = "bench", fs::path shared_discovery = {})
+               std::string worker = "bench", fs::path shared_discovery = {},
+               std::vector<std::string> more = {})
     : dir(std::move(d)), worker_id(std::move(worker)),
       discovery(shared_discovery.empty() ? dir / "discovery"
-                                         : std::move(shared_discovery)) {
+                                         : std::move(shared_discovery)),
+      extra(std::move(more)) {
     start(engine);
   }
   void start(const std::string& engine) {
-    proc = std::make_unique<test::child_process>(std::vector<std::string>{
-      outrider_bin, "--role", "sidecar", "--engine-endpoint", engine,
-      "--system-port", std::to_string(status), "--relay-port",
-      std::to_string(relay), "--data-dir", (dir / "data").string(),
-      "--discovery-dir", discovery.string(), "--worker-id", worker_id,
-      "--log-level", "warn"});
+    std::vector<std::string> args{outrider_bin,
+                                  "--role",
+                                  "sidecar",
+                                  "--engine-endpoint",
+                                  engine,
+                                  "--system-port",
+                                  std::to_string(status),
+                                  "--relay-port",
+                                  std::to_string(relay),
+                                  "--data-dir",
+                                  (dir / "data").string(),
+                                  "--discovery-dir",
+                                  discovery.string(),
+                                  "--worker-id",
+                                  worker_id,
+                                  "--log-level",
+                                  "warn"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    proc = std::make_unique<test::child_process>(args);
   }
   bool ready() const { return test::http_get(status, "/ready") == 200; }
   bool registered() const {

@@ -105,7 +105,7 @@ TEST_CASE("spans reach an OTLP receiver parented as started, with their "
 }
 
 TEST_CASE("a client's unsampled trace and an unsampled ratio record "
-          "nothing; the client's context still passes on") {
+          "nothing, and the client's context still passes on") {
   test::otlp_receiver rx;
   runtime::metrics_registry m;
   auto t = tracer::make(to(rx.url(), 0.0), m);
