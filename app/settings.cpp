@@ -34,7 +34,8 @@ cluster::nats_config nats_config_from(const runtime::options& o) {
 }
 
 cluster::tls_files tls_files_from(const runtime::options& o) {
-  return {o.get(opt::tls_cert), o.get(opt::tls_key), o.get(opt::tls_ca)};
+  return {o.get(opt::tls_cert), o.get(opt::tls_key), o.get(opt::tls_ca),
+          o.get(opt::tls_reload_interval)};
 }
 
 // --role all runs its simulated engines with priority scheduling, so

@@ -1,9 +1,13 @@
 #include "cluster/tls.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 
 namespace outrider::cluster {
 
@@ -39,6 +43,7 @@ caf::expected<tls_material> load_tls(const tls_files& files) {
                       "--tls-ca needs --tls-cert and --tls-key (every "
                       "outrider process with TLS serves too)");
   tls_material m;
+  m.files = files;
   auto cert = read_pem("tls-cert", files.cert);
   if (!cert)
     return cert.error();
@@ -65,14 +70,40 @@ caf::expected<std::optional<tls_material>> tls_from(const tls_files& files) {
   return std::optional<tls_material>{std::move(*m)};
 }
 
+namespace {
+
+namespace gx = grpc::experimental;
+
+// gRPC re-reads the files itself at this interval (whole seconds, at
+// least one).
+std::shared_ptr<gx::FileWatcherCertificateProvider> watcher(const tls_files& f,
+                                                            bool roots) {
+  auto secs = std::max<int64_t>(
+    1, std::chrono::duration_cast<std::chrono::seconds>(f.reload).count());
+  return std::make_shared<gx::FileWatcherCertificateProvider>(
+    f.key, f.cert, roots ? f.ca : std::string{}, static_cast<unsigned>(secs));
+}
+
+} // namespace
+
 std::shared_ptr<grpc::ServerCredentials>
 server_credentials(const std::optional<tls_material>& m, bool client_certs) {
   if (!m)
     return grpc::InsecureServerCredentials();
+  bool verify = !m->ca.empty() && client_certs;
+  if (m->files.reload.count() > 0) {
+    gx::TlsServerCredentialsOptions o{watcher(m->files, verify)};
+    o.watch_identity_key_cert_pairs();
+    if (verify)
+      o.watch_root_certs();
+    o.set_cert_request_type(
+      verify ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+             : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    return gx::TlsServerCredentials(o);
+  }
   grpc::SslServerCredentialsOptions o{
-    m->ca.empty() || !client_certs
-      ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-      : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY};
+    verify ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+           : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE};
   o.pem_root_certs = m->ca;
   o.pem_key_cert_pairs.push_back({m->key, m->cert});
   return grpc::SslServerCredentials(o);
@@ -82,6 +113,16 @@ std::shared_ptr<grpc::ChannelCredentials>
 channel_credentials(const std::optional<tls_material>& m) {
   if (!m)
     return grpc::InsecureChannelCredentials();
+  if (m->files.reload.count() > 0 && !m->ca.empty()) {
+    // The router's client certificate and the CA it checks relays
+    // against, re-read as the server's are.
+    gx::TlsChannelCredentialsOptions o;
+    o.set_certificate_provider(watcher(m->files, true));
+    o.watch_identity_key_cert_pairs();
+    o.watch_root_certs();
+    o.set_verify_server_certs(true);
+    return gx::TlsCredentials(o);
+  }
   grpc::SslCredentialsOptions o;
   o.pem_root_certs = m->ca; // empty: the system's roots
   o.pem_private_key = m->key;

@@ -7,6 +7,7 @@
 // certificates (mutual TLS) and clients verify servers against it. Engines
 // are spoken to in plaintext (they listen in the same pod).
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,12 +24,17 @@ struct tls_files {
   std::string cert; // this process's certificate chain (PEM)
   std::string key;  // its private key (PEM)
   std::string ca;   // the CA that signs peers' certificates (PEM)
+  /// --tls-reload-interval: how often the files are read again (new
+  /// connections get what changed); 0: once, at start.
+  std::chrono::milliseconds reload{0};
   bool enabled() const { return !cert.empty() || !key.empty() || !ca.empty(); }
 };
 
-/// The files' contents, read once at start.
+/// The files' contents as read at start, and the files (reloaded from
+/// there when `files.reload` is set).
 struct tls_material {
   std::string cert, key, ca;
+  tls_files files;
 };
 
 /// Reads and checks the files: cert and key together, each readable,
@@ -40,7 +46,11 @@ caf::expected<tls_material> load_tls(const tls_files& files);
 caf::expected<std::optional<tls_material>> tls_from(const tls_files& files);
 
 /// TLS (mutual with a CA, unless `client_certs` is false) when `m` is set,
-/// plaintext otherwise.
+/// plaintext otherwise. With `m->files.reload`, gRPC's own file watcher
+/// (`FileWatcherCertificateProvider`) reads the files again at that
+/// interval: new connections and handshakes use the new certificate, CA
+/// and key; connections open keep theirs; files that cannot be read keep
+/// the last good ones (gRPC logs why).
 std::shared_ptr<grpc::ServerCredentials>
 server_credentials(const std::optional<tls_material>& m,
                    bool client_certs = true);

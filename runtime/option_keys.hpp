@@ -64,6 +64,7 @@ struct option_key {
   X(tls_cert, "tls-cert", string)                                              \
   X(tls_key, "tls-key", string)                                                \
   X(tls_ca, "tls-ca", string)                                                  \
+  X(tls_reload_interval, "tls-reload-interval", duration)                      \
   X(engine_startup_deadline, "engine-startup-deadline", duration)              \
   X(http_host, "http-host", string)                                            \
   X(http_port, "http-port", integer)                                           \

@@ -202,6 +202,13 @@ std::vector<option_spec> make_specs() {
       "servers against it (default: the system's roots)",
       "--tls-ca /etc/outrider/tls/ca.crt"),
     make_option(
+      "tls-reload-interval", ot::duration, "10s",
+      "TLS: how often the --tls-* files are read again (a Secret's symlink "
+      "swap); what changed serves new connections, those open keep theirs; "
+      "files that do not form a usable certificate and key change nothing "
+      "(logged, counted); 0: read once at start",
+      "--tls-reload-interval 1m"),
+    make_option(
       "http-tls", ot::boolean, "false",
       "router: serve the HTTP frontend over TLS with --tls-cert and "
       "--tls-key; with --tls-ca clients must present a certificate it "

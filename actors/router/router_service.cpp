@@ -24,6 +24,7 @@
 #include "cluster/tls.hpp"
 #include "runtime/listener_watch.hpp"
 #include "runtime/metrics.hpp"
+#include "runtime/tls_watch.hpp"
 
 namespace outrider::router {
 
@@ -38,6 +39,7 @@ struct router_parts {
   std::unique_ptr<grpc_frontend> grpc;
   std::unique_ptr<epp_server> epp;                    // --epp-port
   std::unique_ptr<runtime::listener_watch> listeners; // gRPC listeners probed
+  std::unique_ptr<runtime::tls_watch> tls_watch;      // --tls-reload-interval
   std::optional<cluster::tls_material> tls;           // --tls-*
   std::shared_ptr<cluster::nats_kv_plane> plane;      // --event-plane nats
   booking_share share;                                // --share-bookings
@@ -75,6 +77,8 @@ struct router_parts {
     ready = false;
     if (listeners)
       listeners->stop(); // no rebuild while the servers stop
+    if (tls_watch)
+      tls_watch->stop();
     dispatch->begin_shutdown();
     if (epp)
       epp->stop(); // its bookings go with its streams
@@ -261,6 +265,26 @@ void declare_ready(runtime::role_env& ctx, router_parts& parts,
   parts.check_ready(); // the count may have been told before
 }
 
+// --tls-reload-interval: the gRPC servers and channels re-read the files
+// themselves (cluster/tls.hpp); this watcher checks each change, hands it
+// to the HTTP frontend (--http-tls), counts and logs it.
+void watch_certificates(const router_settings& s, router_parts& parts) {
+  if (!parts.tls || parts.tls->files.reload.count() <= 0)
+    return;
+  const auto& f = parts.tls->files;
+  std::function<void(const runtime::pem_set&)> apply;
+  if (s.http_tls && parts.frontend)
+    apply = [front = parts.frontend.get()](const runtime::pem_set& pem) {
+      if (auto err = front->reload_tls(pem.cert, pem.key, pem.ca))
+        spdlog::error("router: HTTPS certificate not reloaded: {}",
+                      describe(err));
+    };
+  parts.tls_watch = std::make_unique<runtime::tls_watch>(
+    runtime::pem_set{f.cert, f.key, f.ca},
+    runtime::pem_set{parts.tls->cert, parts.tls->key, parts.tls->ca}, f.reload,
+    std::move(apply));
+}
+
 std::shared_ptr<router_parts>
 start_router(runtime::role_env& ctx, const router_settings& s,
              std::shared_ptr<cluster::discovery> disc) {
@@ -317,6 +341,7 @@ start_router(runtime::role_env& ctx, const router_settings& s,
     });
   if (tls && start_frontends(ctx, s, *parts)) {
     watch_listeners(ctx, s, *parts);
+    watch_certificates(s, *parts);
     declare_ready(ctx, *parts, s.ready_workers);
   }
   // Shutdown: stop admitting at once, let requests in flight finish for

@@ -17,6 +17,7 @@
 #include "cluster/tls.hpp"
 #include "runtime/ask.hpp"
 #include "runtime/listener_watch.hpp"
+#include "runtime/tls_watch.hpp"
 
 namespace outrider::sidecar {
 
@@ -145,12 +146,22 @@ void start_relay(runtime::role_env& ctx, const sidecar_settings& s,
   if (auto& m = *tls)
     probe = {true, m->cert, m->key};
   auto watch = watch_relay(s, server, slots, std::move(probe));
-  ctx.stop_hooks.push_back([server, grace_ms, watch, tracer = rcfg.tracer] {
-    if (watch)
-      watch->stop();
-    server->stop(std::chrono::milliseconds{grace_ms->load()});
-    tracer->stop(); // the last spans go out (within its export timeout)
-  });
+  // --tls-reload-interval: the relay re-reads the files itself (gRPC's file
+  // watcher, cluster/tls.hpp); this one checks, counts and logs changes.
+  std::shared_ptr<runtime::tls_watch> certs;
+  if (auto& m = *tls; m && m->files.reload.count() > 0)
+    certs = std::make_shared<runtime::tls_watch>(
+      runtime::pem_set{m->files.cert, m->files.key, m->files.ca},
+      runtime::pem_set{m->cert, m->key, m->ca}, m->files.reload, nullptr);
+  ctx.stop_hooks.push_back(
+    [server, grace_ms, watch, certs, tracer = rcfg.tracer] {
+      if (certs)
+        certs->stop();
+      if (watch)
+        watch->stop();
+      server->stop(std::chrono::milliseconds{grace_ms->load()});
+      tracer->stop(); // the last spans go out (within its export timeout)
+    });
 }
 
 // --event-plane nats: every batch the hub hands out is published too.

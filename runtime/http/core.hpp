@@ -70,7 +70,15 @@ struct http_server_core {
   std::map<uint64_t, std::function<void()>> idle;       // guarded by mtx
   uint64_t idle_seq = 0;                                // guarded by mtx
 
-  std::shared_ptr<net::ssl::context> tls; // null: plaintext
+  // The TLS context new connections get (null: plaintext); replaced
+  // whole when the certificate is reloaded, kept by each connection that
+  // took it.
+  std::mutex tls_mtx;
+  std::shared_ptr<net::ssl::context> tls; // guarded by tls_mtx
+  std::shared_ptr<net::ssl::context> current_tls() {
+    std::lock_guard<std::mutex> guard{tls_mtx};
+    return tls;
+  }
 
   gauge* connections = nullptr;
   counter* accept_errors = nullptr;

@@ -160,6 +160,10 @@ caf::error http_server::use_tls(const std::string& cert_pem,
     ctx->use_certificate_chain(net::buffer(cert_pem), ec);
   if (!ec)
     ctx->use_private_key(net::buffer(key_pem), net::ssl::context::pem, ec);
+  if (!ec && SSL_CTX_check_private_key(ctx->native_handle()) != 1)
+    return make_error(errc::invalid_argument,
+                      core_->name +
+                        " TLS: the key does not match the certificate");
   if (!ec && !ca_pem.empty()) {
     // Mutual TLS: a client certificate the CA signed, or no connection.
     ctx->add_certificate_authority(net::buffer(ca_pem), ec);
@@ -170,6 +174,7 @@ caf::error http_server::use_tls(const std::string& cert_pem,
   if (ec) // never the key's contents in the message
     return make_error(errc::invalid_argument,
                       core_->name + " TLS: " + ec.message());
+  std::lock_guard<std::mutex> guard{core_->tls_mtx};
   core_->tls = std::move(ctx);
   return {};
 }

@@ -45,7 +45,10 @@ class http_server {
 
   /// Serves TLS (1.2 and later) with this certificate chain and key (PEM
   /// contents); with a CA, clients must present a certificate it signed.
-  /// Before start(); `invalid_argument` when OpenSSL refuses them.
+  /// `invalid_argument` when OpenSSL refuses them (or the key does not
+  /// match the certificate). Before start(), or after it to reload: new
+  /// connections get the new certificate, those open keep theirs; on an
+  /// error nothing changes.
   caf::error use_tls(const std::string& cert_pem, const std::string& key_pem,
                      const std::string& ca_pem = {});
   /// Binds and starts serving; `bind_failed` when it cannot.

@@ -97,8 +97,9 @@ int check_header(const http::request_parser<http::string_body>& p,
 http_session::http_session(tcp::socket sock,
                            std::shared_ptr<http_server_core> core,
                            bool reserved)
-  : core_(std::move(core)), stream_(std::move(sock), core_->tls.get()),
-    sock_(stream_.socket()), timer_(sock_.get_executor()),
+  : core_(std::move(core)), tls_(core_->current_tls()),
+    stream_(std::move(sock), tls_.get()), sock_(stream_.socket()),
+    timer_(sock_.get_executor()),
     buf_(core_->lim.header_bytes + core_->lim.body_bytes + 2 * read_chunk),
     reserved_(reserved) {
   core_->opened();

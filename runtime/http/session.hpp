@@ -64,6 +64,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
                           size_t length, bool streamed);
 
   std::shared_ptr<http_server_core> core_;
+  std::shared_ptr<net::ssl::context> tls_; // this connection's, or null
   http_stream stream_; // its executor is this connection's strand
   tcp::socket& sock_;  // the TCP socket under stream_
   net::steady_timer timer_;

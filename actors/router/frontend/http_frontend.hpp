@@ -71,6 +71,12 @@ class http_frontend {
 
   caf::error start(const std::string& host, uint16_t port);
   uint16_t port() const { return server_.port(); }
+  /// --http-tls: a reloaded certificate (PEM contents) for new
+  /// connections; those open keep theirs. On an error nothing changes.
+  caf::error reload_tls(const std::string& cert, const std::string& key,
+                        const std::string& ca) {
+    return server_.use_tls(cert, key, ca);
+  }
 
   /// Shutdown, first step: new requests get 503 (and the connection
   /// closes); requests in flight go on.
