@@ -59,7 +59,22 @@ int run_main(int argc, char** argv) {
   if (role == "router")
     return runtime::run_process(opts, [&](runtime::role_env& env) {
       // The environment's hooks keep the service's parts and stop them.
-      return router::service{env, *router_settings}.children();
+      auto svc = std::make_shared<router::service>(env, *router_settings);
+      // SIGHUP: the same command line, environment and --config file read
+      // again and checked whole; what may change live changes.
+      env.reload_hooks.push_back([args, svc]() -> std::string {
+        auto again =
+          runtime::parse_options(args, runtime::process_environment());
+        if (again.what != runtime::parse_outcome::ok)
+          return again.message;
+        std::string why;
+        auto next = app::router_settings_from(again.opts, &why);
+        if (!next)
+          return why;
+        svc->reload(*next);
+        return {};
+      });
+      return svc->children();
     });
   if (role == "all")
     return runtime::run_process(opts, [&](runtime::role_env& env) {

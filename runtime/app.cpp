@@ -111,6 +111,7 @@ sigset_t block_signals() {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP); // a reload, never the end of the process
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
   // A file size limit (RLIMIT_FSIZE) is a failed write, handled where it
@@ -138,11 +139,47 @@ caf::actor_system_config actor_system_config_from(const options& opts) {
   return cfg;
 }
 
+// SIGHUP: the role's reload hooks, counted by outcome, one line each.
+void reload(const std::vector<std::function<std::string()>>& hooks) {
+  static auto& applied = global_metrics().get_counter(
+    "outrider_config_reloads_total",
+    "SIGHUP reloads of --config: applied, or refused (the file or a value "
+    "in it is bad; nothing changed)",
+    {{"outcome", "applied"}});
+  static auto& refused = global_metrics().get_counter(
+    "outrider_config_reloads_total",
+    "SIGHUP reloads of --config: applied, or refused (the file or a value "
+    "in it is bad; nothing changed)",
+    {{"outcome", "refused"}});
+  if (hooks.empty()) {
+    spdlog::info("SIGHUP: this role changes nothing live (certificates "
+                 "reload on their own, --tls-reload-interval)");
+    return;
+  }
+  for (const auto& hook : hooks) {
+    std::string why;
+    try {
+      why = hook();
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (why.empty()) {
+      applied.inc();
+    } else {
+      refused.inc();
+      spdlog::error("SIGHUP: reload refused, nothing changed: {}", why);
+    }
+  }
+}
+
 // Waits for a signal or an exit request; 200 ms granularity.
-void wait_for_exit(const sigset_t& signals, process_control& control) {
+void wait_for_exit(const sigset_t& signals, process_control& control,
+                   const std::vector<std::function<std::string()>>& hooks) {
   timespec tick{0, 200'000'000};
   while (control.exit_code() < 0) {
     int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig == SIGHUP)
+      reload(hooks);
     if (sig == SIGTERM || sig == SIGINT) {
       spdlog::info("received {}; shutting down",
                    sig == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -184,8 +221,9 @@ int run_actors(const options& opts, const role_builder& build,
   caf::actor_system sys{cfg};
   std::vector<std::function<void()>> stop_hooks;
   std::vector<std::function<void()>> pre_stop_hooks;
-  role_env ctx{sys,          parts.health, parts.control,
-               parts.status, stop_hooks,   pre_stop_hooks};
+  std::vector<std::function<std::string()>> reload_hooks;
+  role_env ctx{sys,        parts.health,   parts.control, parts.status,
+               stop_hooks, pre_stop_hooks, reload_hooks};
   auto children = build(ctx);
   if (opts.get(opt::debug_hang_on_shutdown))
     children.push_back({"debug-hang", [](caf::actor_system& s) {
@@ -199,7 +237,7 @@ int run_actors(const options& opts, const role_builder& build,
     if (!is_normal_exit(reason))
       control->request_exit(1, "supervisor gave up");
   });
-  wait_for_exit(signals, *control);
+  wait_for_exit(signals, *control, reload_hooks);
   auto code = control->exit_code();
   parts.health->begin_shutdown();
   if (code != 0)

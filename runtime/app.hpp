@@ -39,6 +39,9 @@ struct role_env {
   std::vector<std::function<void()>>& stop_hooks;
   /// Run at the start of shutdown, before the actors are stopped.
   std::vector<std::function<void()>>& pre_stop_hooks;
+  /// Run on SIGHUP, on the main thread, one at a time: each re-reads what
+  /// it may change live and answers empty, or why nothing changed.
+  std::vector<std::function<std::string()>>& reload_hooks;
 };
 
 /// Returns the children of the root supervisor for one role.

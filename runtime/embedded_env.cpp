@@ -5,9 +5,10 @@ namespace outrider::runtime {
 embedded_env::embedded_env(caf::actor_system& sys, const std::string& role)
   : health_(std::make_shared<health_state>(role)),
     control_(std::make_shared<process_control>()),
-    status_(health_, global_metrics()), env_{sys,         health_,
-                                             control_,    status_,
-                                             stop_hooks_, pre_stop_hooks_} {}
+    status_(health_, global_metrics()), env_{sys,          health_,
+                                             control_,     status_,
+                                             stop_hooks_,  pre_stop_hooks_,
+                                             reload_hooks_} {}
 
 embedded_env::~embedded_env() {
   begin_stop();

@@ -41,6 +41,7 @@ class embedded_env {
   status_server status_;
   std::vector<std::function<void()>> stop_hooks_;
   std::vector<std::function<void()>> pre_stop_hooks_;
+  std::vector<std::function<std::string()>> reload_hooks_; // the program's
   role_env env_;
   bool begun_ = false;
   bool finished_ = false;

@@ -55,6 +55,14 @@ class service {
   /// does not listen.
   uint16_t http_port() const;
 
+  /// Takes the settings of `next` that may change while running: the
+  /// placement weights and temperature, the priority share, the queue
+  /// threshold and KV share, the prediction TTL (the router actor gets
+  /// them now and keeps them across its restarts). Every other setting
+  /// that differs is named in the log as needing a restart and left as
+  /// it is. (SIGHUP, through the environment's reload hooks.)
+  void reload(const router_settings& next);
+
  private:
   std::shared_ptr<router_parts> parts_;
 };

@@ -163,6 +163,18 @@ void tell(self_ptr self, note_op what, uint64_t key,
 
 std::string status_json(router_state& st) {
   nlohmann::json doc{{"mode", engine::to_string(st.mode)}};
+  const auto& cfg = st.core->config();
+  doc["settings"] = {
+    {"kv_overlap_score_weight", cfg.selector.overlap_score_weight},
+    {"kv_decode_weight", cfg.selector.decode_weight},
+    {"kv_queue_weight", cfg.selector.queue_weight},
+    {"kv_evict_weight", cfg.selector.evict_weight},
+    {"router_temperature", cfg.selector.temperature},
+    {"kv_priority_overlap", cfg.priority_overlap},
+    {"router_queue_threshold", cfg.queue_threshold
+                                 ? nlohmann::json(*cfg.queue_threshold)
+                                 : nlohmann::json()},
+    {"router_queue_kv_share", cfg.queue_kv_share}};
   auto& workers = doc["workers"] = nlohmann::json::array();
   for (const auto& v : st.core->view()) {
     if (workers.empty() || workers.back()["id"] != v.worker_id)
@@ -285,6 +297,9 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
     [=](status_atom) { return status_json(self->state); },
     [=](engine_load_atom, const std::shared_ptr<const engine_load>& l) {
       self->state.core->engine_reported(*l);
+    },
+    [=](retune_atom, const std::shared_ptr<const router_config>& next) {
+      self->state.core->retune(*next);
     },
   };
 }

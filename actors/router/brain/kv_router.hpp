@@ -26,6 +26,7 @@ using booking_atom = caf::atom_constant<caf::atom("booking")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using status_atom = caf::atom_constant<caf::atom("status")>;
 using engine_load_atom = caf::atom_constant<caf::atom("engload")>;
+using retune_atom = caf::atom_constant<caf::atom("retune")>;
 
 /// The router's brain: the worker set, the global KV index (router block
 /// hash per worker and rank) and the load it has sent each rank.
@@ -54,7 +55,8 @@ using kv_router_actor = caf::typed_actor<
   caf::replies_to<status_atom>::with<std::string>,
   caf::reacts_to<booking_atom, std::shared_ptr<const cluster::booking_note>>,
   caf::reacts_to<tick_atom>,
-  caf::reacts_to<engine_load_atom, std::shared_ptr<const engine_load>>>;
+  caf::reacts_to<engine_load_atom, std::shared_ptr<const engine_load>>,
+  caf::reacts_to<retune_atom, std::shared_ptr<const router_config>>>;
 
 /// Where a router tells the others its bookings, and its name there.
 struct booking_share {
@@ -81,3 +83,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(
   std::shared_ptr<const outrider::cluster::booking_note>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(
   std::shared_ptr<const outrider::router::engine_load>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(
+  std::shared_ptr<const outrider::router::router_config>)

@@ -262,3 +262,43 @@ std::optional<uint32_t> placement::release(uint64_t key) {
 }
 
 } // namespace outrider::router
+
+namespace outrider::router {
+
+void placement::retune(const router_config& next) {
+  auto& s = cfg_.selector;
+  s.overlap_score_weight = next.selector.overlap_score_weight;
+  s.decode_weight = next.selector.decode_weight;
+  s.queue_weight = next.selector.queue_weight;
+  s.evict_weight = next.selector.evict_weight;
+  s.temperature = next.selector.temperature;
+  cfg_.priority_overlap = next.priority_overlap;
+  cfg_.queue_threshold = next.queue_threshold;
+  cfg_.queue_kv_share = next.queue_kv_share;
+  cfg_.prediction_ttl = next.prediction_ttl;
+  // The load order is by the weighted load: every rank is placed again.
+  for (uint32_t slot = 0; slot < slots_.size(); ++slot)
+    reorder(slot);
+}
+
+std::vector<std::string> restart_needed(const router_config& a,
+                                        const router_config& b) {
+  std::vector<std::string> out;
+  auto differ = [&](bool d, const char* option) {
+    if (d)
+      out.emplace_back(option);
+  };
+  differ(a.mode != b.mode, "router-mode");
+  differ(a.model != b.model, "served-model");
+  differ(a.tiers.weight != b.tiers.weight, "kv-cpu-weight/kv-storage-weight");
+  differ(a.tiers.credit_remote != b.tiers.credit_remote, "kv-credit-remote");
+  differ(a.slot_block_cap != b.slot_block_cap, "kv-slot-cap");
+  differ(a.session.mode != b.session.mode ||
+           a.session.margin != b.session.margin ||
+           a.session.ttl != b.session.ttl || a.session.cap != b.session.cap,
+         "session-affinity/session-margin/session-ttl");
+  differ(a.exhaustive != b.exhaustive, "router-search");
+  return out;
+}
+
+} // namespace outrider::router

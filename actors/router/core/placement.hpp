@@ -161,6 +161,11 @@ struct router_config {
   bool exhaustive = false;
 };
 
+/// The settings that differ between `a` and `b` and that `retune` does
+/// not take (they need a restart), by option name.
+std::vector<std::string> restart_needed(const router_config& a,
+                                        const router_config& b);
+
 /// The load a (worker, rank) carries, as the router booked it.
 struct slot_load {
   std::string worker_id;
@@ -234,6 +239,14 @@ class placement {
   std::vector<uint64_t> sequence_of(const route_request& req) const;
   /// What local booking `key` put where, to tell the other routers.
   std::optional<cluster::booking_note> note_of(uint64_t key) const;
+
+  /// Takes the settings of `next` that may change while running (the
+  /// selector's weights and temperature, the priority share, the queue
+  /// threshold and KV share, the prediction TTL) and re-orders the ranks
+  /// by the new weights; the rest of `next` is ignored (it needs a
+  /// restart: `restart_needed`).
+  void retune(const router_config& next);
+  const router_config& config() const { return cfg_; }
 
   /// Scores every eligible rank from now on (router_config::exhaustive):
   /// the reference the tests and bench/decision_bench compare against.

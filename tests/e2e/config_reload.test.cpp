@@ -1,0 +1,122 @@
+// Settings reloaded on SIGHUP (--config): a changed weight changes the
+// router's decisions and shows on its status page, with the same process;
+// a broken file changes nothing and says why in one line; a setting read
+// only at start is named as needing a restart.
+
+#include <csignal>
+#include <fstream>
+
+#include "tests/e2e/router_cluster.hpp"
+
+using namespace outrider::test;
+using json = nlohmann::json;
+
+namespace {
+
+json status_of(const cluster& c) {
+  std::string body;
+  if (http_get(c.router_status, "/debug/status", &body) != 200)
+    return {};
+  return json::parse(body, nullptr, false);
+}
+
+// The worker of the router's latest decision.
+std::string last_worker(const cluster& c) {
+  auto doc = status_of(c);
+  std::string worker;
+  int64_t at = -1;
+  for (const auto& d : doc["decisions"])
+    if (d["at_ms"].get<int64_t>() >= at) {
+      at = d["at_ms"].get<int64_t>();
+      worker = d["worker"].get<std::string>();
+    }
+  return worker;
+}
+
+double setting(const cluster& c, const char* name) {
+  auto doc = status_of(c);
+  return doc["settings"][name].is_number() ? doc["settings"][name].get<double>()
+                                           : -1;
+}
+
+} // namespace
+
+TEST_CASE("SIGHUP: a changed weight changes decisions, a broken file "
+          "changes nothing and says why once") {
+  temp_dir dir;
+  auto file = dir.str() + "/router.yaml";
+  std::ofstream(file) << "kv-decode-weight: 0.01\n";
+  cluster c{
+    2, {.num_blocks = 4096, .extra = {"--speedup", "1"}}, {"--config", file}};
+  auto pid = c.router->pid();
+  CHECK(setting(c, "kv_decode_weight") == Approx(0.01));
+  // Worker 0 caches a prefix, then holds a long request's decode blocks.
+  auto prefix = tokens(1000, 64); // 16 blocks of 4
+  warm(*c.sims[0], prefix);
+  REQUIRE(eventually(
+    [&] { return c.router_metric("outrider_router_index_entries") >= 16; },
+    10s));
+  auto long_prompt = concat(prefix, tokens(20000, 800)); // 216 blocks
+  child_process hold{
+    {"/usr/bin/curl", "-s", "-N", "-o", "/dev/null", "-H",
+     "Content-Type: application/json", "--data-binary",
+     json{{"prompt", long_prompt}, {"max_tokens", 4000}, {"stream", true}}
+       .dump(),
+     "http://127.0.0.1:" + std::to_string(c.http_port) + "/v1/completions"}};
+  bool held = eventually([&] { return c.sims[0]->running() == 1; }, 20s);
+  INFO("curl: " << hold.output() << " running " << c.sims[0]->running() << "/"
+                << c.sims[1]->running() << " status " << status_of(c).dump());
+  REQUIRE(held);
+  REQUIRE(last_worker(c) == "worker-0");
+  // Decode blocks barely count: the cached prefix wins, on worker 0.
+  auto ask = [&](uint32_t first) {
+    auto r = c.complete(concat(prefix, tokens(first, 8)), 2);
+    REQUIRE(r["choices"].size() == 1);
+    return last_worker(c);
+  };
+  CHECK(ask(7000) == "worker-0");
+  // Decode blocks now weigh as much as prefill: worker 0's held blocks
+  // outweigh its cached prefix, and the idle worker 1 wins.
+  std::ofstream(file) << "kv-decode-weight: 1.0\n";
+  c.router->signal(SIGHUP);
+  REQUIRE(eventually(
+    [&] { return setting(c, "kv_decode_weight") == Approx(1.0); }, 10s));
+  CHECK(c.router_metric(
+          R"(outrider_config_reloads_total{outcome="applied"})") == 1);
+  CHECK(ask(7100) == "worker-1");
+  // A broken file: nothing changes, one line says why, counted.
+  std::ofstream(file) << "kv-decode-weight: [not a number\n";
+  c.router->signal(SIGHUP);
+  REQUIRE(eventually(
+    [&] {
+      return c.router_metric(
+               R"(outrider_config_reloads_total{outcome="refused"})") == 1;
+    },
+    10s));
+  CHECK(setting(c, "kv_decode_weight") == Approx(1.0));
+  auto log = c.router->output();
+  auto line = log.find("SIGHUP: reload refused, nothing changed:");
+  CHECK(line != std::string::npos);
+  CHECK(log.find("SIGHUP: reload refused", line + 1) == std::string::npos);
+  CHECK(ask(7200) == "worker-1");
+  // A value read only at start: named, not applied; the weight still is.
+  std::ofstream(file) << "kv-decode-weight: 0.01\nmigration-limit: 7\n";
+  c.router->signal(SIGHUP);
+  REQUIRE(eventually(
+    [&] { return setting(c, "kv_decode_weight") == Approx(0.01); }, 10s));
+  CHECK(eventually(
+    [&] {
+      return c.router->output().find("restart to apply): migration-limit") !=
+             std::string::npos;
+    },
+    5s));
+  // Worker 1 now caches the prefix too (the requests above): a prompt
+  // further into the long one, which only worker 0 holds.
+  auto r =
+    c.complete(concat(concat(prefix, tokens(20000, 64)), tokens(7300, 8)), 2);
+  REQUIRE(r["choices"].size() == 1);
+  CHECK(last_worker(c) == "worker-0");
+  // The same process all along.
+  CHECK(c.router->pid() == pid);
+  CHECK_FALSE(c.router->wait(0ms));
+}
