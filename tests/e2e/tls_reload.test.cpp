@@ -154,7 +154,7 @@ TEST_CASE("certificates rotate under 200 streams: every stream completes, "
   CHECK(c.router_metric("outrider_router_migrations_total") == 0);
 }
 
-TEST_CASE("the HTTPS frontend reloads its certificate; a key that does not "
+TEST_CASE("the HTTPS frontend reloads its certificate, and a key that does not "
           "match changes nothing and is counted") {
   pki certs;
   certs.make_leaf("rotated", "ca");
