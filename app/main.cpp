@@ -45,10 +45,19 @@ int run_main(int argc, char** argv) {
       return 2;
     }
   }
-  // Tracing is every role's (the sidecar's settings are read later).
+  // Tracing is every role's.
   if (std::string why; !app::tracing_settings_from(opts, "outrider", &why)) {
     std::fprintf(stderr, "outrider: error: %s\n", why.c_str());
     return 2;
+  }
+  std::optional<sidecar::sidecar_settings> sidecar_settings;
+  if (role == "sidecar") {
+    try {
+      sidecar_settings = app::sidecar_settings_from(opts);
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "outrider: error: %s\n", e.what());
+      return 2;
+    }
   }
   if (opts.get(opt::check_config)) {
     std::printf("outrider: configuration ok (role %s)\n%s", role.c_str(),
@@ -80,9 +89,8 @@ int run_main(int argc, char** argv) {
     return runtime::run_process(opts, [&](runtime::role_env& env) {
       return app::all_children(env, opts, *router_settings);
     });
-  auto sidecar_settings = app::sidecar_settings_from(opts);
   return runtime::run_process(opts, [&](runtime::role_env& env) {
-    return sidecar::service{env, sidecar_settings}.children();
+    return sidecar::service{env, *sidecar_settings}.children();
   });
 }
 

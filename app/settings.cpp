@@ -238,6 +238,17 @@ sidecar::sidecar_settings sidecar_settings_from(const runtime::options& o) {
   s.tls = tls_files_from(o);
   s.discovery = discovery_settings_from(o);
   s.nats_event_plane = o.get(opt::event_plane) == "nats";
+  s.engine_metrics_url = o.get(opt::engine_metrics_url);
+  s.engine_metrics_interval = o.get(opt::engine_metrics_interval);
+  if (s.engine_metrics_url == "auto") {
+    if (s.engine_http_endpoint.empty())
+      throw std::invalid_argument(
+        "--engine-metrics-url auto: the engine has no HTTP endpoint (give "
+        "--engine-http-endpoint, or the URL itself)");
+    s.engine_metrics_url = "http://" + s.engine_http_endpoint + "/metrics";
+  }
+  if (s.engine_metrics_interval.count() < 100)
+    throw std::invalid_argument("--engine-metrics-interval: at least 100ms");
   std::string why;
   auto tracing = tracing_settings_from(o, "outrider-sidecar", &why);
   if (!tracing)

@@ -173,7 +173,14 @@ std::string metrics_registry::render() const {
       break;
     }
   }
+  for (const auto& source : sources_)
+    os << source();
   return os.str();
+}
+
+void metrics_registry::add_exposition(std::function<std::string()> source) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  sources_.push_back(std::move(source));
 }
 
 std::vector<double> metrics_registry::latency_bounds() {

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -68,6 +69,13 @@ class metrics_registry {
   /// The exposition in Prometheus text format 0.0.4.
   std::string render() const;
 
+  /// Text appended to every rendering, as `source` returns it at that
+  /// moment (an engine's metrics re-exported, already in the format;
+  /// names must not collide with the registry's). Kept for the
+  /// registry's life; a source must be quick, never block and never touch
+  /// the registry (it runs under the registry's lock).
+  void add_exposition(std::function<std::string()> source);
+
   /// Latency buckets in seconds, 100 µs to 10 s.
   static std::vector<double> latency_bounds();
 
@@ -84,7 +92,8 @@ class metrics_registry {
                      kind type);
 
   mutable std::mutex mtx_;
-  std::map<std::string, family> families_; // guarded by mtx_
+  std::map<std::string, family> families_;            // guarded by mtx_
+  std::vector<std::function<std::string()>> sources_; // guarded by mtx_
 };
 
 /// The process-wide registry served on `/metrics`.

@@ -65,6 +65,8 @@ struct option_key {
   X(tls_key, "tls-key", string)                                                \
   X(tls_ca, "tls-ca", string)                                                  \
   X(tls_reload_interval, "tls-reload-interval", duration)                      \
+  X(engine_metrics_url, "engine-metrics-url", string)                          \
+  X(engine_metrics_interval, "engine-metrics-interval", duration)              \
   X(engine_startup_deadline, "engine-startup-deadline", duration)              \
   X(http_host, "http-host", string)                                            \
   X(http_port, "http-port", integer)                                           \

@@ -224,6 +224,16 @@ std::vector<option_spec> make_specs() {
                 "sidecar: Generate streams the relay carries at once; beyond: "
                 "RESOURCE_EXHAUSTED",
                 "--relay-max-streams 2000", {}, 1, 1000000),
+    make_option(
+      "engine-metrics-url", ot::string, "",
+      "sidecar: the engine's Prometheus endpoint (http://host:port/path; "
+      "auto: the engine's HTTP endpoint's /metrics), re-exported on the "
+      "sidecar's /metrics with outrider_worker; empty: off",
+      "--engine-metrics-url auto"),
+    make_option("engine-metrics-interval", ot::duration, "5s",
+                "sidecar: how often the engine's metrics are scraped (a "
+                "scrape older than three intervals is not re-exported)",
+                "--engine-metrics-interval 15s"),
     make_option("engine-startup-deadline", ot::duration, "10m",
                 "sidecar: give up if the engine is not SERVING by then",
                 "--engine-startup-deadline 15m"),

@@ -102,6 +102,39 @@ runtime::http_response truth_route(sim_engine& e,
   return json_answer(200, doc.dump() + "\n");
 }
 
+// The gauges vLLM (v1) exposes on its /metrics that planners read, named
+// as vLLM names them, one series per data-parallel rank (`engine`).
+std::string engine_metrics(sim_engine& e) {
+  struct gauge {
+    const char* name;
+    const char* help;
+    double (*of)(const engine_load&);
+  };
+  static const gauge gauges[] = {
+    {"vllm:num_requests_running",
+     "Number of requests in model execution batches.",
+     [](const engine_load& l) { return static_cast<double>(l.running); }},
+    {"vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+     [](const engine_load& l) { return static_cast<double>(l.waiting); }},
+    {"vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+     [](const engine_load& l) {
+       return l.total_blocks == 0 ? 0.0
+                                  : static_cast<double>(l.used_blocks) /
+                                      static_cast<double>(l.total_blocks);
+     }},
+  };
+  std::string out;
+  for (const auto& g : gauges) {
+    out += std::string("# HELP ") + g.name + " " + g.help + "\n# TYPE " +
+           g.name + " gauge\n";
+    for (int r = 0; r < e.ranks(); ++r)
+      out += std::string(g.name) + "{engine=\"" + std::to_string(r) +
+             "\",model_name=\"" + e.config().model + "\"} " +
+             std::to_string(g.of(e.runner(r).load())) + "\n";
+  }
+  return out;
+}
+
 // Ground truth and vLLM's /reset_prefix_cache, for tests and operators.
 runtime::http_response debug_route(sim_engine& e,
                                    const runtime::http_request& req) {
@@ -134,6 +167,8 @@ runtime::http_response debug_route(sim_engine& e,
     return json_answer(405, "{\"error\":\"use GET\"}\n");
   if (req.path == "/kv_event_sources") // vLLM's HTTP KV event discovery
     return json_answer(200, vllm_kv_event_sources_json(e));
+  if (req.path == "/metrics") // vLLM's own gauges, per rank
+    return {200, "text/plain; version=0.0.4", engine_metrics(e), {}};
   if (req.path == "/debug/traces") // the traceparent of the last calls
     return json_answer(200, nlohmann::json(e.traces()).dump() + "\n");
   return truth_route(e, req);

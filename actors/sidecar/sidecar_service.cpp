@@ -14,6 +14,7 @@
 #include "actors/sidecar/relay.hpp"
 #include "cluster/discovery.hpp"
 #include "cluster/discovery_from.hpp"
+#include "cluster/engine/engine_metrics.hpp"
 #include "cluster/tls.hpp"
 #include "runtime/ask.hpp"
 #include "runtime/listener_watch.hpp"
@@ -106,6 +107,23 @@ watch_relay(const sidecar_settings& s, const std::shared_ptr<relay>& server,
   watch->add(std::move(l));
   watch->start();
   return watch;
+}
+
+// --engine-metrics-url: the engine's own series on the sidecar's /metrics,
+// with the worker's label, scraped off the status server's thread.
+void start_engine_metrics(runtime::role_env& ctx, const sidecar_settings& s) {
+  if (s.engine_metrics_url.empty())
+    return;
+  std::string why;
+  std::shared_ptr<engine::metrics_scraper> scraper =
+    engine::metrics_scraper::make(s.engine_metrics_url,
+                                  {{"outrider_worker", s.worker_id}},
+                                  s.engine_metrics_interval, &why);
+  if (!scraper) {
+    ctx.control->request_exit(2, "--engine-metrics-url: " + why);
+    return;
+  }
+  ctx.stop_hooks.push_back([scraper] { scraper->stop(); });
 }
 
 // The relay is no actor: it starts now and stops after the actors.
@@ -269,6 +287,7 @@ std::vector<runtime::child_spec> start_sidecar(runtime::role_env& ctx,
   icfg.listener = hub;
   auto cfg = lifecycle_config_from(ctx, s, slots);
   start_relay(ctx, s, cfg, hub, slots, parts.relay_grace_ms);
+  start_engine_metrics(ctx, s);
   start_kv_publisher(ctx, s, hub, cfg.worker_id);
   add_index_route(ctx, slots.indexer);
   auto ttl = s.discovery.ttl;

@@ -36,6 +36,9 @@ struct sidecar_settings {
   cluster::tls_files tls;
   cluster::discovery_settings discovery;
   bool nats_event_plane = false; // --event-plane nats
+  /// --engine-metrics-url ("auto" resolved; empty: off) and its interval.
+  std::string engine_metrics_url;
+  std::chrono::milliseconds engine_metrics_interval{5000};
   /// --otlp-endpoint (service.name outrider-sidecar); the router's
   /// sampling decision arrives with each call.
   trace::tracer_settings tracing;

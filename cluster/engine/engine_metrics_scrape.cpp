@@ -1,0 +1,122 @@
+// The engine's metrics endpoint, scraped off the status server's thread.
+#include <charconv>
+
+#include <spdlog/spdlog.h>
+
+#include "cluster/engine/engine_metrics.hpp"
+#include "runtime/http/client.hpp"
+#include "runtime/metrics.hpp"
+
+namespace outrider::engine {
+
+std::unique_ptr<metrics_scraper>
+metrics_scraper::make(const std::string& url,
+                      std::vector<std::pair<std::string, std::string>> labels,
+                      std::chrono::milliseconds interval, std::string* why) {
+  const std::string scheme = "http://";
+  std::unique_ptr<metrics_scraper> s{new metrics_scraper};
+  auto rest = url.rfind(scheme, 0) == 0 ? url.substr(scheme.size()) : "";
+  auto slash = rest.find('/');
+  auto authority = rest.substr(0, slash);
+  s->target_ = slash == std::string::npos ? "/metrics" : rest.substr(slash);
+  auto colon = authority.rfind(':');
+  unsigned port = 0;
+  if (colon != std::string::npos) {
+    auto p = authority.substr(colon + 1);
+    auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
+    if (ec != std::errc{} || end != p.data() + p.size())
+      port = 0;
+  }
+  s->host_ = colon == std::string::npos ? "" : authority.substr(0, colon);
+  if (s->host_.empty() || port == 0 || port > 65535 ||
+      s->target_.find_first_of(" \r\n") != std::string::npos) {
+    *why = "'" + url + "' is not http://host:port[/path]";
+    return nullptr;
+  }
+  s->port_ = static_cast<uint16_t>(port);
+  s->labels_ = std::move(labels);
+  s->cache_->interval = interval;
+  auto* raw = s.get();
+  // The registry renders what the last good scrape left, never waiting.
+  runtime::global_metrics().add_exposition(
+    [weak = std::weak_ptr<cache>(s->cache_)] {
+      auto c = weak.lock();
+      return c ? c->current() : std::string{};
+    });
+  s->thread_ = std::thread([raw] { raw->run(); });
+  return s;
+}
+
+metrics_scraper::~metrics_scraper() {
+  stop();
+}
+
+void metrics_scraper::stop() {
+  {
+    std::lock_guard<std::mutex> guard{cache_->mtx};
+    cache_->stopping = true;
+    cache_->text.clear();
+  }
+  cache_->wake.notify_all();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+std::string metrics_scraper::cache::current() {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (stopping || std::chrono::steady_clock::now() - taken > 3 * interval)
+    return {};
+  return text;
+}
+
+void metrics_scraper::run() {
+  auto& m = runtime::global_metrics();
+  const std::string scrapes_help =
+    "Scrapes of the engine's metrics endpoint (--engine-metrics-url)";
+  auto& ok = m.get_counter("outrider_engine_metrics_scrapes_total",
+                           scrapes_help, {{"outcome", "ok"}});
+  auto& failed = m.get_counter("outrider_engine_metrics_scrapes_total",
+                               scrapes_help, {{"outcome", "failed"}});
+  const std::string dropped_help =
+    "Engine samples not re-exported: not the text format, or over a cap";
+  auto& malformed = m.get_counter("outrider_engine_metrics_dropped_total",
+                                  dropped_help, {{"reason", "malformed"}});
+  auto& over = m.get_counter("outrider_engine_metrics_dropped_total",
+                             dropped_help, {{"reason", "over_limit"}});
+  auto& series = m.get_gauge("outrider_engine_metrics_series",
+                             "Engine samples re-exported from the last scrape");
+  reexport_limits lim;
+  auto& c = *cache_;
+  auto last_log = std::chrono::steady_clock::time_point{};
+  std::unique_lock<std::mutex> guard{c.mtx};
+  while (!c.stopping) {
+    guard.unlock();
+    auto got = runtime::http_get(
+      host_, port_, target_,
+      std::min(c.interval, std::chrono::milliseconds{5000}), lim.max_bytes);
+    bool good = got.error.empty() && got.status == 200;
+    reexport_result r;
+    if (good)
+      r = reexport(got.body, labels_, lim);
+    (good ? ok : failed).inc();
+    malformed.inc(r.malformed);
+    over.inc(r.over_limit);
+    if (good)
+      series.set(static_cast<double>(r.kept));
+    auto now = std::chrono::steady_clock::now();
+    if (!good && now - last_log > std::chrono::minutes{1}) {
+      last_log = now;
+      spdlog::warn(
+        "sidecar: engine metrics at {}:{}{}: {}", host_, port_, target_,
+        got.error.empty() ? "HTTP " + std::to_string(got.status) : got.error);
+    }
+    guard.lock();
+    if (good) {
+      c.text = std::move(r.text);
+      c.taken = now;
+    }
+    c.wake.wait_for(guard, c.interval, [&c] { return c.stopping; });
+  }
+}
+
+} // namespace outrider::engine
