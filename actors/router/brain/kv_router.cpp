@@ -1,5 +1,6 @@
 #include "actors/router/brain/kv_router.hpp"
 
+#include <memory>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -26,6 +27,14 @@ struct router_stats {
     runtime::gauge* blocks = nullptr;
   };
   std::vector<load_gauges> per_slot;
+  // Series labelled by worker and rank, for the first `max_slot_series`
+  // (worker, rank) pairs a router meets (worker ids come from discovery:
+  // outside outrider's control); later ones keep unexported ones of their
+  // own (the status page still reads them), counted as capped.
+  static constexpr size_t max_slot_series = 4096;
+  std::vector<std::unique_ptr<runtime::gauge>> private_gauges;
+  std::vector<std::unique_ptr<runtime::counter>> private_counters;
+  runtime::counter* capped = nullptr;
   runtime::gauge* workers = nullptr;
   // What the index left out or dropped, by reason (see show_index).
   struct skipped_counter {
@@ -93,6 +102,23 @@ struct router_stats {
       runtime::label_set labels{{"worker", l.worker_id},
                                 {"rank", std::to_string(l.rank)}};
       auto& m = runtime::global_metrics();
+      if (per_slot.size() >= max_slot_series) {
+        if (!capped)
+          capped = &m.get_counter(
+            "outrider_metrics_capped_total",
+            "Series not exported because a label's values reached their "
+            "cap (worker: 4,096 worker ranks a router met)",
+            {{"label", "worker"}});
+        capped->inc();
+        auto gauge = [&] {
+          private_gauges.push_back(std::make_unique<runtime::gauge>());
+          return private_gauges.back().get();
+        };
+        private_counters.push_back(std::make_unique<runtime::counter>());
+        per_slot.push_back(
+          {gauge(), gauge(), private_counters.back().get(), gauge()});
+        continue;
+      }
       per_slot.push_back(
         {&m.get_gauge("outrider_router_active_prefill_tokens",
                       "Prompt tokens routed to a rank and not yet computed",
