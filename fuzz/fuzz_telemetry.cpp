@@ -24,10 +24,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (again.kept != r.kept || again.malformed != 0 || again.over_limit != 0 ||
       again.text != r.text)
     __builtin_trap();
-  auto tp = outrider::trace::parse_traceparent(text.substr(0, 80),
-                                               text.size() > 80
-                                                 ? text.substr(80)
-                                                 : std::string_view{});
+  auto tp = outrider::trace::parse_traceparent(
+    text.substr(0, 80),
+    text.size() > 80 ? text.substr(80) : std::string_view{});
   if (tp) {
     if (!tp->valid())
       __builtin_trap();

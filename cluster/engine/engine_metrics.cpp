@@ -160,7 +160,8 @@ std::string family_of(const std::string& name,
     if (n.size() <= sv.size() || n.substr(n.size() - sv.size()) != sv)
       continue;
     auto t = types.find(std::string(n.substr(0, n.size() - sv.size())));
-    if (t != types.end() && (t->second == "histogram" || t->second == "summary"))
+    if (t != types.end() &&
+        (t->second == "histogram" || t->second == "summary"))
       return t->first;
   }
   return name;
