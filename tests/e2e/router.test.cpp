@@ -53,27 +53,12 @@ TEST_CASE("the router targets the data-parallel rank holding the prefix") {
 TEST_CASE("a stream whose engine dies migrates and stays contiguous") {
   cluster c{2, {.extra = {"--speedup", "2"}}, {"--migration-limit", "1"}};
   auto prefix = tokens(3000, 32);
-  warm(*c.sims[0], prefix); // the request will go to worker 0
-  REQUIRE(eventually(
-    [&] { return c.router_metric("outrider_router_index_entries") >= 8; },
-    10s));
+  mid_stream_kill kill{c, prefix}; // worker 0 serves it, then dies
   auto prompt = concat(prefix, tokens(100, 3));
-  std::atomic<bool> killed{false};
-  std::thread killer([&] {
-    // Once tokens flow, kill the engine serving the stream.
-    eventually(
-      [&] {
-        return c.router_metric("outrider_router_ttft_seconds_count") >= 1;
-      },
-      20s);
-    c.sims[0]->proc->signal(SIGKILL);
-    killed = true;
-  });
   auto [code, body] = http(
     c.http_port, "POST", "/v1/completions",
     json{{"prompt", prompt}, {"max_tokens", 300}, {"stream", true}}.dump());
-  killer.join();
-  REQUIRE(killed);
+  REQUIRE(kill.join());
   CHECK(code == 200);
   auto [toks, done] = read_sse(body);
   CHECK(done);

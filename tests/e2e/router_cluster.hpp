@@ -3,7 +3,10 @@
 // A router in front of simulated engines and their sidecars, all real
 // processes on loopback, for end-to-end tests.
 
+#include <atomic>
+#include <csignal>
 #include <sstream>
+#include <thread>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -215,6 +218,38 @@ struct cluster {
 } // namespace outrider::test
 
 namespace outrider::test {
+
+// A stream that will break: worker 0's engine caches `prefix` (so the
+// request goes there), and once the router has seen a first token a
+// thread kills that engine (SIGKILL). Join it after the request; `killed`
+// says it fired.
+struct mid_stream_kill {
+  std::atomic<bool> killed{false};
+  std::thread killer;
+  mid_stream_kill(cluster& c, const std::vector<uint32_t>& prefix) {
+    warm(*c.sims[0], prefix);
+    REQUIRE(eventually(
+      [&] { return c.router_metric("outrider_router_index_entries") >= 8; },
+      10s));
+    killer = std::thread([this, &c] {
+      eventually(
+        [&] {
+          return c.router_metric("outrider_router_ttft_seconds_count") >= 1;
+        },
+        20s);
+      c.sims[0]->proc->signal(SIGKILL);
+      killed = true;
+    });
+  }
+  ~mid_stream_kill() {
+    if (killer.joinable())
+      killer.join();
+  }
+  bool join() {
+    killer.join();
+    return killed;
+  }
+};
 
 // Two engines warmed with one prefix each: requests sharing a prefix go to
 // the worker that holds it (at least 9 in 10 find their 64 tokens cached).

@@ -60,26 +60,12 @@ TEST_CASE("an SGLang stream whose engine dies migrates and stays contiguous, "
             {"--migration-limit", "1", "--dispatch", dispatch},
             {"--engine-protocol", "sglang"}};
   auto prefix = tokens(3000, 32);
-  warm(*c.sims[0], prefix); // the request will go to worker 0
-  REQUIRE(eventually(
-    [&] { return c.router_metric("outrider_router_index_entries") >= 8; },
-    10s));
+  mid_stream_kill kill{c, prefix}; // worker 0 serves it, then dies
   auto prompt = concat(prefix, tokens(100, 3));
-  std::atomic<bool> killed{false};
-  std::thread killer([&] {
-    eventually(
-      [&] {
-        return c.router_metric("outrider_router_ttft_seconds_count") >= 1;
-      },
-      20s);
-    c.sims[0]->proc->signal(SIGKILL);
-    killed = true;
-  });
   auto [code, body] = http(
     c.http_port, "POST", "/v1/completions",
     json{{"prompt", prompt}, {"max_tokens", 300}, {"stream", true}}.dump());
-  killer.join();
-  REQUIRE(killed);
+  REQUIRE(kill.join());
   CHECK(code == 200);
   auto [toks, done] = read_sse(body);
   CHECK(done);

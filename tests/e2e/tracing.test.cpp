@@ -259,27 +259,13 @@ TEST_CASE("a migrated stream's second attempt is in the same trace") {
             {"--migration-limit", "1", "--otlp-endpoint", rx.url()},
             {"--otlp-endpoint", rx.url()}};
   auto prefix = tokens(3000, 32);
-  warm(*c.sims[0], prefix); // the request will go to worker 0
-  REQUIRE(eventually(
-    [&] { return c.router_metric("outrider_router_index_entries") >= 8; },
-    10s));
+  mid_stream_kill kill{c, prefix}; // worker 0 serves it, then dies
   auto prompt = concat(prefix, tokens(100, 3));
-  std::atomic<bool> killed{false};
-  std::thread killer([&] {
-    eventually(
-      [&] {
-        return c.router_metric("outrider_router_ttft_seconds_count") >= 1;
-      },
-      20s);
-    c.sims[0]->proc->signal(SIGKILL);
-    killed = true;
-  });
   auto [code, body] =
     traced(c.http_port,
            json{{"prompt", prompt}, {"max_tokens", 300}, {"stream", true}},
            client_parent);
-  killer.join();
-  REQUIRE(killed);
+  REQUIRE(kill.join());
   CHECK(code == 200);
   CHECK(c.router_metric("outrider_router_migrations_total") == 1);
   std::multimap<std::string, otlp_receiver::received> spans;
