@@ -202,9 +202,11 @@ span tracer::start_event(std::string name, wall_time at) {
 }
 
 void tracer::finish(std::unique_ptr<span_record> rec) {
+  bool stopped = false;
   {
     std::lock_guard lk{mtx_};
-    if (!stopping_ && queue_.size() < cfg_.queue_cap) {
+    stopped = stopping_;
+    if (!stopped && queue_.size() < cfg_.queue_cap) {
       queue_.push_back(std::move(rec));
       queued_->set(static_cast<double>(queue_.size()));
       if (queue_.size() >= cfg_.batch)
@@ -212,7 +214,7 @@ void tracer::finish(std::unique_ptr<span_record> rec) {
       return;
     }
   }
-  dropped_full_->inc();
+  (stopped ? dropped_shutdown_ : dropped_full_)->inc();
 }
 
 void tracer::run() {
