@@ -1,9 +1,6 @@
 // The one table of outrider's options: flag, YAML key and OUTRIDER_*
 // variable, type, default, range, help with an example. The typed keys in
 // option_keys.hpp follow it (checked by a unit test).
-#include <cstdlib>
-#include <unistd.h>
-
 #include "runtime/option_table_parts.hpp"
 
 namespace outrider::runtime {
@@ -26,17 +23,6 @@ option_spec make_option(std::string key, option_type type, std::string def,
 namespace {
 
 using ot = option_type;
-
-// Private to this user: $XDG_RUNTIME_DIR (0700 by definition), else a
-// directory named for the uid under $TMPDIR or /tmp, created 0700 and
-// refused if another user owns it (file_discovery::open).
-std::string default_discovery_dir() {
-  if (const char* run = std::getenv("XDG_RUNTIME_DIR"); run && *run)
-    return std::string{run} + "/outrider/discovery";
-  const char* tmp = std::getenv("TMPDIR");
-  return std::string{tmp && *tmp ? tmp : "/tmp"} + "/outrider-" +
-         std::to_string(::geteuid()) + "/discovery";
-}
 
 std::vector<option_spec> make_specs() {
   std::vector<option_spec> specs{
@@ -128,50 +114,11 @@ std::vector<option_spec> make_specs() {
       "exit: 0 and the settings that differ from the defaults when "
       "valid, 2 and the reason when not; opens no file and no socket",
       "outrider --config fleet-router.yaml --check-config"),
-    make_option("event-plane", ot::string, "grpc",
-                "how routers learn the sidecars' KV events: grpc (each router "
-                "subscribes to each sidecar) or nats (sidecars publish once on "
-                "<--nats-kv-subject>.<worker id>; routers resynchronise from a "
-                "sidecar's snapshot on a gap)",
-                "--event-plane nats", {"grpc", "nats"}),
-    make_option("nats-kv-subject", ot::string, "outrider.kv",
-                "event plane nats: the subject prefix of the KV batches",
-                "--nats-kv-subject prod.kv"),
-    make_option(
-      "share-bookings", ot::boolean, "false",
-      "router: tell the other routers over NATS what this one booked "
-      "where (request placed, prefilled, done) and count theirs in the "
-      "load, so replicas under a burst spread requests as one router "
-      "would",
-      "--share-bookings"),
-    make_option("nats-booking-subject", ot::string, "outrider.bookings",
-                "share-bookings: the subject the routers' booking notes go to",
-                "--nats-booking-subject prod.bookings"),
-    make_option("nats-url", ot::string, "nats://127.0.0.1:4222",
-                "discovery and event plane nats: the servers, comma-separated",
-                "--nats-url nats://nats-0:4222,nats://nats-1:4222"),
-    make_option("nats-bucket", ot::string, "outrider-workers",
-                "discovery nats: the key-value bucket of worker records",
-                "--nats-bucket prod-workers"),
-    make_option("nats-creds", ot::string, "",
-                "discovery nats: a credentials file (JWT and NKey seed)",
-                "--nats-creds /etc/outrider/nats.creds"),
-    make_option("nats-token", ot::string, "",
-                "discovery nats: an authentication token (prefer "
-                "OUTRIDER_NATS_TOKEN to a flag; never logged)",
-                "OUTRIDER_NATS_TOKEN=s3cr3t"),
-    make_option("nats-user", ot::string, "", "discovery nats: user name",
-                "--nats-user outrider"),
-    make_option("nats-password", ot::string, "",
-                "discovery nats: the user's password (prefer "
-                "OUTRIDER_NATS_PASSWORD; never logged)",
-                "OUTRIDER_NATS_PASSWORD=s3cr3t"),
-    make_option("discovery-dir", ot::string, default_discovery_dir(),
-                "the file backend's directory of worker records",
-                "--discovery-dir /run/outrider/discovery"),
-    make_option("discovery-ttl", ot::duration, "10s",
-                "a record not refreshed for this long is stale",
-                "--discovery-ttl 30s"),
+  };
+  // The fleet: event plane, NATS, discovery (option_table_fleet.cpp).
+  for (auto& o : fleet_option_specs())
+    specs.push_back(std::move(o));
+  std::vector<option_spec> roles{
     make_option("worker-id", ot::string, "",
                 "this worker's name in discovery (default: host-enginePort)",
                 "--worker-id gpu0-vllm"),
@@ -345,6 +292,8 @@ std::vector<option_spec> make_specs() {
       "engine (OpenEngine or vLLM native)",
       "--dispatch direct", {"relay", "direct"}),
   };
+  for (auto& o : roles)
+    specs.push_back(std::move(o));
   // Where requests go (option_table_routing.cpp), before the text options.
   for (auto& o : routing_option_specs())
     specs.push_back(std::move(o));

@@ -17,6 +17,9 @@ option_spec make_option(std::string key, option_type type, std::string def,
                         std::vector<std::string> choices = {}, int64_t min = 0,
                         int64_t max = 0, bool hidden = false);
 
+/// The fleet's options: event plane, NATS, discovery records.
+std::vector<option_spec> fleet_option_specs();
+
 /// The router's routing, queue, flow-control and session options.
 std::vector<option_spec> routing_option_specs();
 
