@@ -63,16 +63,7 @@ void service::reload(const router_settings& next) {
     std::lock_guard<std::mutex> guard{p.config_mtx};
     for (auto& n : restart_needed(p.config, next.placement))
       fixed.push_back(std::move(n));
-    p.config.selector.overlap_score_weight =
-      next.placement.selector.overlap_score_weight;
-    p.config.selector.decode_weight = next.placement.selector.decode_weight;
-    p.config.selector.queue_weight = next.placement.selector.queue_weight;
-    p.config.selector.evict_weight = next.placement.selector.evict_weight;
-    p.config.selector.temperature = next.placement.selector.temperature;
-    p.config.priority_overlap = next.placement.priority_overlap;
-    p.config.queue_threshold = next.placement.queue_threshold;
-    p.config.queue_kv_share = next.placement.queue_kv_share;
-    p.config.prediction_ttl = next.placement.prediction_ttl;
+    take_live_settings(p.config, next.placement);
     now = p.config;
   }
   if (auto brain = p.brain->get())

@@ -1,6 +1,4 @@
 // The engine's metrics endpoint, scraped off the status server's thread.
-#include <charconv>
-
 #include <spdlog/spdlog.h>
 
 #include "cluster/engine/engine_metrics.hpp"
@@ -13,27 +11,13 @@ std::unique_ptr<metrics_scraper>
 metrics_scraper::make(const std::string& url,
                       std::vector<std::pair<std::string, std::string>> labels,
                       std::chrono::milliseconds interval, std::string* why) {
-  const std::string scheme = "http://";
-  std::unique_ptr<metrics_scraper> s{new metrics_scraper};
-  auto rest = url.rfind(scheme, 0) == 0 ? url.substr(scheme.size()) : "";
-  auto slash = rest.find('/');
-  auto authority = rest.substr(0, slash);
-  s->target_ = slash == std::string::npos ? "/metrics" : rest.substr(slash);
-  auto colon = authority.rfind(':');
-  unsigned port = 0;
-  if (colon != std::string::npos) {
-    auto p = authority.substr(colon + 1);
-    auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
-    if (ec != std::errc{} || end != p.data() + p.size())
-      port = 0;
-  }
-  s->host_ = colon == std::string::npos ? "" : authority.substr(0, colon);
-  if (s->host_.empty() || port == 0 || port > 65535 ||
-      s->target_.find_first_of(" \r\n") != std::string::npos) {
-    *why = "'" + url + "' is not http://host:port[/path]";
+  auto at = runtime::parse_http_url(url, "/metrics", why);
+  if (!at)
     return nullptr;
-  }
-  s->port_ = static_cast<uint16_t>(port);
+  std::unique_ptr<metrics_scraper> s{new metrics_scraper};
+  s->host_ = at->host;
+  s->port_ = at->port;
+  s->target_ = at->target;
   s->labels_ = std::move(labels);
   s->cache_->interval = interval;
   auto* raw = s.get();

@@ -2,8 +2,6 @@
 // outrider's own: no OpenTelemetry C++ SDK is packaged in Debian bookworm.
 #include "cluster/trace/tracer.hpp"
 
-#include <charconv>
-
 #include <spdlog/spdlog.h>
 
 #include "cluster/trace/otlp_encode.hpp"
@@ -18,6 +16,14 @@ namespace {
 constexpr size_t max_attributes = 32;
 constexpr size_t max_events = 32;
 constexpr size_t max_value_bytes = 256;
+
+runtime::counter& dropped_counter(runtime::metrics_registry& m,
+                                  const char* reason) {
+  return m.get_counter("outrider_trace_spans_dropped_total",
+                       "Spans not exported: the queue was full, the export "
+                       "failed, or the process stopped first",
+                       {{"reason", reason}});
+}
 
 } // namespace
 
@@ -74,44 +80,10 @@ void span::end(wall_time at) {
 
 std::optional<otlp_endpoint> parse_otlp_endpoint(const std::string& url,
                                                  std::string* why) {
-  const std::string scheme = "http://";
-  if (url.rfind(scheme, 0) != 0) {
-    *why = "'" + url +
-           "' is not http://host:port[/path] (OTLP over HTTP; TLS is not "
-           "spoken: run the collector beside outrider)";
-    return std::nullopt;
-  }
-  auto rest = url.substr(scheme.size());
-  auto slash = rest.find('/');
-  auto authority = rest.substr(0, slash);
-  otlp_endpoint e;
-  if (slash != std::string::npos && slash + 1 < rest.size())
-    e.target = rest.substr(slash);
-  auto colon = authority.rfind(':');
-  bool bracketed = !authority.empty() && authority.front() == '[';
-  if (colon == std::string::npos ||
-      (bracketed && authority.find(']') > colon)) {
-    *why = "'" + url + "' names no port (OTLP/HTTP's is 4318)";
-    return std::nullopt;
-  }
-  e.host = authority.substr(0, colon);
-  if (bracketed && e.host.size() >= 2 && e.host.back() == ']')
-    e.host = e.host.substr(1, e.host.size() - 2);
-  auto port_text = authority.substr(colon + 1);
-  unsigned port = 0;
-  auto [end, ec] = std::from_chars(port_text.data(),
-                                   port_text.data() + port_text.size(), port);
-  if (e.host.empty() || ec != std::errc{} ||
-      end != port_text.data() + port_text.size() || port == 0 || port > 65535) {
-    *why = "'" + url + "': bad host or port";
-    return std::nullopt;
-  }
-  for (char c : e.target + e.host)
-    if (c <= 0x20 || c >= 0x7f) {
-      *why = "'" + url + "' holds a space or control character";
-      return std::nullopt;
-    }
-  e.port = static_cast<uint16_t>(port);
+  auto e = runtime::parse_http_url(url, "/v1/traces", why);
+  if (!e)
+    *why += " (OTLP over HTTP, port 4318 by convention; TLS is not spoken: "
+            "run the collector beside outrider)";
   return e;
 }
 
@@ -127,18 +99,9 @@ tracer::tracer(tracer_settings s, runtime::metrics_registry& m)
   : cfg_(std::move(s)),
     exported_(&m.get_counter("outrider_trace_spans_exported_total",
                              "Spans a collector accepted (OTLP/HTTP)")),
-    dropped_full_(&m.get_counter(
-      "outrider_trace_spans_dropped_total",
-      "Spans not exported: the queue was full, or the export failed",
-      {{"reason", "queue_full"}})),
-    dropped_failed_(&m.get_counter("outrider_trace_spans_dropped_total",
-                                   "Spans not exported: the queue was full, "
-                                   "or the export failed",
-                                   {{"reason", "export_failed"}})),
-    dropped_shutdown_(&m.get_counter("outrider_trace_spans_dropped_total",
-                                     "Spans not exported: the queue was "
-                                     "full, or the export failed",
-                                     {{"reason", "shutdown"}})),
+    dropped_full_(&dropped_counter(m, "queue_full")),
+    dropped_failed_(&dropped_counter(m, "export_failed")),
+    dropped_shutdown_(&dropped_counter(m, "shutdown")),
     export_failures_(&m.get_counter(
       "outrider_trace_export_failures_total",
       "Export requests the collector did not accept (unreachable, timed "

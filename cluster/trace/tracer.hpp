@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cluster/trace/span.hpp"
+#include "runtime/http/client.hpp"
 #include "runtime/metrics.hpp"
 
 namespace outrider::trace {
@@ -20,11 +21,7 @@ namespace outrider::trace {
 /// Where spans go: OTLP over HTTP, `http://host:port[/path]` (the path
 /// defaults to OTLP's `/v1/traces`). TLS is not spoken: run the collector
 /// (an agent) beside the process.
-struct otlp_endpoint {
-  std::string host;
-  uint16_t port = 0;
-  std::string target = "/v1/traces";
-};
+using otlp_endpoint = runtime::http_url;
 /// Parsed, or nullopt with `*why`.
 std::optional<otlp_endpoint> parse_otlp_endpoint(const std::string& url,
                                                  std::string* why);

@@ -5,6 +5,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <charconv>
 #include <optional>
 
 namespace outrider::runtime {
@@ -95,6 +96,48 @@ http_fetch http_post(const std::string& host, uint16_t port,
                      std::chrono::milliseconds timeout, size_t max_body) {
   return exchange(bhttp::verb::post, host, port, target, &body, content_type,
                   timeout, max_body);
+}
+
+std::optional<http_url> parse_http_url(const std::string& url,
+                                       const std::string& default_path,
+                                       std::string* why) {
+  const std::string scheme = "http://";
+  if (url.rfind(scheme, 0) != 0) {
+    *why = "'" + url + "' is not http://host:port[/path]";
+    return std::nullopt;
+  }
+  auto rest = url.substr(scheme.size());
+  auto slash = rest.find('/');
+  auto authority = rest.substr(0, slash);
+  http_url e{{}, 0, default_path};
+  if (slash != std::string::npos && slash + 1 < rest.size())
+    e.target = rest.substr(slash);
+  auto colon = authority.rfind(':');
+  bool bracketed = !authority.empty() && authority.front() == '[';
+  if (colon == std::string::npos ||
+      (bracketed && authority.find(']') > colon)) {
+    *why = "'" + url + "' names no port";
+    return std::nullopt;
+  }
+  e.host = authority.substr(0, colon);
+  if (bracketed && e.host.size() >= 2 && e.host.back() == ']')
+    e.host = e.host.substr(1, e.host.size() - 2);
+  auto port_text = authority.substr(colon + 1);
+  unsigned port = 0;
+  auto [end, ec] = std::from_chars(port_text.data(),
+                                   port_text.data() + port_text.size(), port);
+  if (e.host.empty() || ec != std::errc{} ||
+      end != port_text.data() + port_text.size() || port == 0 || port > 65535) {
+    *why = "'" + url + "': bad host or port";
+    return std::nullopt;
+  }
+  for (char c : e.target + e.host)
+    if (c <= 0x20 || c >= 0x7f) {
+      *why = "'" + url + "' holds a space or control character";
+      return std::nullopt;
+    }
+  e.port = static_cast<uint16_t>(port);
+  return e;
 }
 
 } // namespace outrider::runtime

@@ -2,9 +2,25 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace outrider::runtime {
+
+/// Where a plain-HTTP client goes: `http://host:port[/path]` (an IPv6
+/// host in brackets).
+struct http_url {
+  std::string host;
+  uint16_t port = 0;
+  std::string target; ///< the path, `default_path` when the URL has none
+};
+/// Parsed, or nullopt with `*why`: another scheme (https too: these
+/// clients speak no TLS), no port, a bad host or port, a space or control
+/// character.
+std::optional<http_url> parse_http_url(const std::string& url,
+                                       const std::string& default_path,
+                                       std::string* why);
 
 /// A plain-HTTP GET's answer, or why there is none (`error` non-empty:
 /// unreachable, timed out, over `max_body`, not HTTP).

@@ -265,17 +265,21 @@ std::optional<uint32_t> placement::release(uint64_t key) {
 
 namespace outrider::router {
 
+void take_live_settings(router_config& into, const router_config& from) {
+  auto& s = into.selector;
+  s.overlap_score_weight = from.selector.overlap_score_weight;
+  s.decode_weight = from.selector.decode_weight;
+  s.queue_weight = from.selector.queue_weight;
+  s.evict_weight = from.selector.evict_weight;
+  s.temperature = from.selector.temperature;
+  into.priority_overlap = from.priority_overlap;
+  into.queue_threshold = from.queue_threshold;
+  into.queue_kv_share = from.queue_kv_share;
+  into.prediction_ttl = from.prediction_ttl;
+}
+
 void placement::retune(const router_config& next) {
-  auto& s = cfg_.selector;
-  s.overlap_score_weight = next.selector.overlap_score_weight;
-  s.decode_weight = next.selector.decode_weight;
-  s.queue_weight = next.selector.queue_weight;
-  s.evict_weight = next.selector.evict_weight;
-  s.temperature = next.selector.temperature;
-  cfg_.priority_overlap = next.priority_overlap;
-  cfg_.queue_threshold = next.queue_threshold;
-  cfg_.queue_kv_share = next.queue_kv_share;
-  cfg_.prediction_ttl = next.prediction_ttl;
+  take_live_settings(cfg_, next);
   // The load order is by the weighted load: every rank is placed again.
   for (uint32_t slot = 0; slot < slots_.size(); ++slot)
     reorder(slot);

@@ -161,6 +161,11 @@ struct router_config {
   bool exhaustive = false;
 };
 
+/// Copies the settings that may change while running (the selector's
+/// weights and temperature, the priority share, the queue threshold and KV
+/// share, the prediction TTL) from `from` into `into`.
+void take_live_settings(router_config& into, const router_config& from);
+
 /// The settings that differ between `a` and `b` and that `retune` does
 /// not take (they need a restart), by option name.
 std::vector<std::string> restart_needed(const router_config& a,
@@ -240,11 +245,9 @@ class placement {
   /// What local booking `key` put where, to tell the other routers.
   std::optional<cluster::booking_note> note_of(uint64_t key) const;
 
-  /// Takes the settings of `next` that may change while running (the
-  /// selector's weights and temperature, the priority share, the queue
-  /// threshold and KV share, the prediction TTL) and re-orders the ranks
-  /// by the new weights; the rest of `next` is ignored (it needs a
-  /// restart: `restart_needed`).
+  /// Takes the settings of `next` that may change while running
+  /// (`take_live_settings`) and re-orders the ranks by the new weights;
+  /// the rest of `next` is ignored (it needs a restart: `restart_needed`).
   void retune(const router_config& next);
   const router_config& config() const { return cfg_; }
 
