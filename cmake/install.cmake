@@ -18,21 +18,26 @@ foreach(lib IN LISTS outrider_libraries)
   set_target_properties(${lib} PROPERTIES EXPORT_NAME ${short})
 endforeach()
 
-install(TARGETS outrider outrider-sim RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# Two components, one Debian package each (cmake/package.cmake): `runtime`
+# (the binaries) and `development` (libraries, headers, the CMake package).
+install(TARGETS outrider outrider-sim RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  COMPONENT runtime)
 install(TARGETS ${outrider_libraries} EXPORT outriderTargets
-  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT development)
 install(DIRECTORY runtime cluster actors app
-  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/outrider
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/outrider COMPONENT development
   FILES_MATCHING PATTERN "*.hpp" PATTERN "*.test.*" EXCLUDE)
 install(DIRECTORY "${PROJECT_BINARY_DIR}/proto/gen/"
-  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/outrider FILES_MATCHING PATTERN "*.h")
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/outrider COMPONENT development
+  FILES_MATCHING PATTERN "*.h")
 
 set(config_dir ${CMAKE_INSTALL_LIBDIR}/cmake/outrider)
-install(EXPORT outriderTargets NAMESPACE outrider:: DESTINATION ${config_dir})
+install(EXPORT outriderTargets NAMESPACE outrider:: DESTINATION ${config_dir}
+  COMPONENT development)
 configure_package_config_file(cmake/outriderConfig.cmake.in
   "${PROJECT_BINARY_DIR}/outriderConfig.cmake" INSTALL_DESTINATION ${config_dir})
 write_basic_package_version_file("${PROJECT_BINARY_DIR}/outriderConfigVersion.cmake"
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES "${PROJECT_BINARY_DIR}/outriderConfig.cmake"
   "${PROJECT_BINARY_DIR}/outriderConfigVersion.cmake" cmake/FindCAF.cmake
-  DESTINATION ${config_dir})
+  DESTINATION ${config_dir} COMPONENT development)
