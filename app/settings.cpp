@@ -87,6 +87,7 @@ router::frontend_config frontend_from(const runtime::options& o) {
   f.http.header_bytes = size(opt::http_max_header_bytes);
   f.http.max_headers = size(opt::http_max_headers);
   f.http.body_bytes = size(opt::http_max_body_bytes);
+  f.http.body_budget = size(opt::http_body_budget_bytes);
   f.http.read_timeout = o.get(opt::http_read_timeout);
   f.http.idle_timeout = o.get(opt::http_idle_timeout);
   f.http.send_timeout = o.get(opt::http_send_timeout);
@@ -148,6 +149,12 @@ router_settings_from(const runtime::options& o, std::string* why) {
   router::router_settings s;
   s.placement = placement_from(o);
   s.frontend = frontend_from(o);
+  if (auto& h = s.frontend.http;
+      h.body_budget != 0 && h.body_budget < h.body_bytes) {
+    *why = "--http-body-budget-bytes must be 0 (unbounded) or at least "
+           "--http-max-body-bytes: a body of the largest size could never pass";
+    return std::nullopt;
+  }
   s.http_host = o.get(opt::http_host);
   s.http_port = static_cast<uint16_t>(o.get(opt::http_port));
   s.http_tls = o.get(opt::http_tls);

@@ -76,6 +76,7 @@ struct option_key {
   X(http_max_header_bytes, "http-max-header-bytes", integer)                   \
   X(http_max_headers, "http-max-headers", integer)                             \
   X(http_max_body_bytes, "http-max-body-bytes", integer)                       \
+  X(http_body_budget_bytes, "http-body-budget-bytes", integer)                 \
   X(http_max_json_depth, "http-max-json-depth", integer)                       \
   X(max_prompt_tokens, "max-prompt-tokens", integer)                           \
   X(http_read_timeout, "http-read-timeout", duration)                          \

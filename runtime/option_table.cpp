@@ -212,6 +212,12 @@ std::vector<option_spec> make_specs() {
                 "router: request body, after chunked decoding (413 beyond)",
                 "--http-max-body-bytes 4194304", {}, 1024, int64_t{1} << 32),
     make_option(
+      "http-body-budget-bytes", ot::integer, "268435456",
+      "router: request bodies being read or parsed, all connections "
+      "together (a body counts its Content-Length, chunked: the body limit); "
+      "beyond: 503 with Retry-After before the body is read; 0: unbounded",
+      "--http-body-budget-bytes 1073741824", {}, 0, int64_t{1} << 40),
+    make_option(
       "http-max-json-depth", ot::integer, "8",
       "router: nesting of a request's JSON (the API needs 3; 400 beyond)",
       "--http-max-json-depth 16", {}, 3, 1000),

@@ -35,6 +35,24 @@ enum class http_refusal {
   too_many_connections,
   slow_reader,
   tls_handshake,
+  body_budget,
+};
+
+struct http_server_core;
+
+/// A request body's share of `http_limits::body_budget`, given back when
+/// destroyed (the exchange holds it until the handler drops the body).
+class http_body_hold {
+ public:
+  http_body_hold(std::shared_ptr<http_server_core> core, size_t bytes)
+    : core_(std::move(core)), bytes_(bytes) {}
+  ~http_body_hold();
+  http_body_hold(const http_body_hold&) = delete;
+  http_body_hold& operator=(const http_body_hold&) = delete;
+
+ private:
+  std::shared_ptr<http_server_core> core_;
+  size_t bytes_;
 };
 
 struct http_server_core {
@@ -50,6 +68,10 @@ struct http_server_core {
   void idle_end(uint64_t key);
   /// Closes the connection idle longest; false when none is idle.
   bool evict_idle();
+  /// Takes `bytes` of the body budget; false (nothing taken) when they do
+  /// not fit. Always true without a budget.
+  bool reserve_body(size_t bytes);
+  void release_body(size_t bytes);
 
   std::string name;
   http_server::async_handler handler;
@@ -62,6 +84,7 @@ struct http_server_core {
   std::vector<std::thread> threads;
   std::atomic<bool> stopping{false};
   std::atomic<size_t> open{0};
+  std::atomic<size_t> body_bytes{0}; // of the budget, taken
 
   // Live sessions, so that stop() can close them.
   std::mutex mtx;
@@ -81,6 +104,7 @@ struct http_server_core {
   }
 
   gauge* connections = nullptr;
+  gauge* body_bytes_held = nullptr;
   counter* accept_errors = nullptr;
   counter* idle_evictions = nullptr;
   std::vector<counter*> refusals;

@@ -6,9 +6,16 @@ namespace outrider::runtime {
 
 http_exchange::http_exchange(std::shared_ptr<http_session> session,
                              http_request req,
-                             std::shared_ptr<http_exchange_flags> flags)
+                             std::shared_ptr<http_exchange_flags> flags,
+                             std::unique_ptr<http_body_hold> body_hold)
   : session_(std::move(session)), req_(std::move(req)),
-    flags_(std::move(flags)) {}
+    flags_(std::move(flags)), body_hold_(std::move(body_hold)) {}
+
+void http_exchange::drop_body() {
+  req_.body.clear();
+  req_.body.shrink_to_fit();
+  body_hold_.reset();
+}
 
 http_exchange::~http_exchange() {
   if (!answered_.exchange(true))

@@ -10,6 +10,7 @@
 namespace outrider::runtime {
 
 class http_session;
+class http_body_hold;
 
 /// What an exchange and its connection share (the connection sets them).
 struct http_exchange_flags {
@@ -25,8 +26,11 @@ struct http_exchange_flags {
 /// one. Dropping an unanswered exchange answers 500.
 class http_exchange {
  public:
+  /// `body_hold`: the body's share of the server's body budget (null
+  /// without a body), given back by `drop_body` or with the exchange.
   http_exchange(std::shared_ptr<http_session> session, http_request req,
-                std::shared_ptr<http_exchange_flags> flags);
+                std::shared_ptr<http_exchange_flags> flags,
+                std::unique_ptr<http_body_hold> body_hold = nullptr);
   ~http_exchange();
   http_exchange(const http_exchange&) = delete;
   http_exchange& operator=(const http_exchange&) = delete;
@@ -36,10 +40,7 @@ class http_exchange {
   /// what it needs: a request held for a long stream does not keep a body
   /// of up to the body limit. Call from the handler only, before handing
   /// the exchange to another thread.
-  void drop_body() {
-    req_.body.clear();
-    req_.body.shrink_to_fit();
-  }
+  void drop_body();
 
   /// The whole answer (HEAD requests get the headers only).
   void respond(http_response r);
@@ -63,6 +64,7 @@ class http_exchange {
   std::shared_ptr<http_session> session_;
   http_request req_;
   std::shared_ptr<http_exchange_flags> flags_;
+  std::unique_ptr<http_body_hold> body_hold_;
   std::atomic<bool> answered_{false};
   bool streaming_ = false; // begin_stream was called (by the one answerer)
 };

@@ -11,9 +11,9 @@ namespace outrider::runtime {
 namespace {
 
 constexpr const char* refusal_names[] = {
-  "malformed",     "bad_utf8", "header_too_large",     "body_too_large",
-  "read_timeout",  "version",  "too_many_connections", "slow_reader",
-  "tls_handshake",
+  "malformed",     "bad_utf8",    "header_too_large",     "body_too_large",
+  "read_timeout",  "version",     "too_many_connections", "slow_reader",
+  "tls_handshake", "body_budget",
 };
 
 // Over the connection limit: one write of a canned answer, then close.
@@ -79,6 +79,11 @@ http_server_core::http_server_core(std::string n, http_server::async_handler h,
   auto& m = global_metrics();
   connections = &m.get_gauge("outrider_http_connections",
                              "Open HTTP connections", {{"server", name}});
+  body_bytes_held = &m.get_gauge(
+    "outrider_http_body_bytes",
+    "Request bytes of bodies being read or held by handlers (counted "
+    "against the body budget)",
+    {{"server", name}});
   accept_errors = &m.get_counter(
     "outrider_http_accept_errors_total",
     "Failed accepts (e.g. out of file descriptors)", {{"server", name}});
@@ -91,6 +96,25 @@ http_server_core::http_server_core(std::string n, http_server::async_handler h,
       "outrider_http_refused_total",
       "Requests or connections refused before a handler saw them",
       {{"server", name}, {"reason", why}}));
+}
+
+bool http_server_core::reserve_body(size_t bytes) {
+  auto now = body_bytes.load();
+  do {
+    if (lim.body_budget != 0 && now + bytes > lim.body_budget)
+      return false;
+  } while (!body_bytes.compare_exchange_weak(now, now + bytes));
+  body_bytes_held->add(static_cast<double>(bytes));
+  return true;
+}
+
+void http_server_core::release_body(size_t bytes) {
+  body_bytes.fetch_sub(bytes);
+  body_bytes_held->add(-static_cast<double>(bytes));
+}
+
+http_body_hold::~http_body_hold() {
+  core_->release_body(bytes_);
 }
 
 uint64_t http_server_core::idle_begin(std::function<void()> evict) {

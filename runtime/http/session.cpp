@@ -245,6 +245,18 @@ void http_session::on_header(error_code ec) {
       return refuse(http_refusal::too_many_connections, 503,
                     "too many connections");
   }
+  if (!parser_->is_done()) {
+    // A body follows: its share of the budget first, before any of it is
+    // read (or a 100 Continue invites it).
+    auto length = parser_->content_length();
+    size_t bytes = length ? static_cast<size_t>(std::min<uint64_t>(
+                              *length, core_->lim.body_bytes))
+                          : core_->lim.body_bytes;
+    if (!core_->reserve_body(bytes))
+      return refuse(http_refusal::body_budget, 503,
+                    "too many request bodies in flight; retry");
+    body_hold_ = std::make_unique<http_body_hold>(core_, bytes);
+  }
   auto read_body = [self = shared_from_this()] {
     http::async_read(self->stream_, self->buf_, *self->parser_,
                      [self](error_code e, size_t) { self->on_body(e); });
@@ -297,10 +309,12 @@ void http_session::refuse(http_refusal why, int status,
                           const std::string& message) {
   core_->refused(why);
   disarm();
+  body_hold_.reset();
   keep_alive_ = false;
   flags_ = std::make_shared<http_exchange_flags>();
   auto r = http_error(status, message);
-  if (why == http_refusal::too_many_connections)
+  if (why == http_refusal::too_many_connections ||
+      why == http_refusal::body_budget)
     r.headers["Retry-After"] = "1";
   head_ = header_text(status, r.content_type, r.headers, r.body.size(), false);
   if (!head_only_)
@@ -332,8 +346,8 @@ void http_session::dispatch() {
   req.body = std::move(msg.body());
   keep_alive_ = req.keep_alive && !core_->stopping.load() && !reserved_;
   flags_ = std::make_shared<http_exchange_flags>();
-  auto ex =
-    std::make_shared<http_exchange>(shared_from_this(), std::move(req), flags_);
+  auto ex = std::make_shared<http_exchange>(shared_from_this(), std::move(req),
+                                            flags_, std::move(body_hold_));
   watch();
   try {
     core_->handler(ex);

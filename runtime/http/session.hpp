@@ -74,6 +74,9 @@ class http_session : public std::enable_shared_from_this<http_session> {
     boost::beast::http::request_parser<boost::beast::http::string_body>>
     parser_;
   std::shared_ptr<http_exchange_flags> flags_; // the exchange in flight
+  /// The body being read's share of the budget (to the exchange at
+  /// dispatch).
+  std::unique_ptr<http_body_hold> body_hold_;
 
   unsigned version_ = 11;
   bool head_only_ = false;

@@ -26,9 +26,15 @@ struct http_response {
 
 /// The limits every listener enforces before a handler sees a request.
 struct http_limits {
-  size_t header_bytes = 16384;    // request line and headers together (431)
-  size_t max_headers = 100;       // header fields (431)
-  size_t body_bytes = 1 << 20;    // decoded body, chunked or not (413)
+  size_t header_bytes = 16384; // request line and headers together (431)
+  size_t max_headers = 100;    // header fields (431)
+  size_t body_bytes = 1 << 20; // decoded body, chunked or not (413)
+  /// Bytes of request bodies being read or held by handlers, all
+  /// connections together (a body counts from its header, for its
+  /// Content-Length or, chunked, for `body_bytes`, until the handler drops
+  /// it or answers): a request that would pass it gets a fast 503 with
+  /// Retry-After instead of its body being read. 0: unbounded.
+  size_t body_budget = 0;
   size_t max_connections = 10000; // beyond: a fast 503 with Retry-After
   /// Beyond `max_connections`, this many more connections are still read,
   /// for one request each to a path of `reserved_paths` (others: 503),

@@ -341,68 +341,6 @@ TEST_CASE("row 7: a million removals of blocks never seen leave the "
   CHECK(rss_after < rss_before + 100 * 1024 * rss_allowance);
 }
 
-namespace {
-
-// Sends what the socket takes without blocking, for up to `limit`: the
-// bytes the peer accepted (kernel buffers included).
-size_t offer(raw_client& c, const std::string& bytes,
-             std::chrono::milliseconds limit) {
-  size_t off = 0;
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (off < bytes.size() && std::chrono::steady_clock::now() < deadline) {
-    auto n = ::send(c.fd, bytes.data() + off, bytes.size() - off,
-                    MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0)
-      off += static_cast<size_t>(n);
-    else
-      std::this_thread::sleep_for(5ms);
-  }
-  return off;
-}
-
-} // namespace
-
-TEST_CASE("row 5: streams with 15 MB bodies, each followed by 15 MB of "
-          "pipelined bytes, do not hold their bodies or read ahead") {
-  // A slow engine: the 30 streams are all running while the RSS is read.
-  cluster c{1, {.num_blocks = 16384, .extra = {"--speedup", "0.05"}}};
-  REQUIRE(c.complete(tokens(1, 8), 1)["choices"].size() == 1);
-  auto rss_before = proc_status(c.router->pid(), "VmRSS");
-  constexpr int streams = 30;
-  auto body = json{{"prompt", tokens(100, 8)},
-                   {"max_tokens", 500},
-                   {"stream", true},
-                   {"user", std::string(15'000'000, 'u')}}
-                .dump();
-  auto request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
-                 "Content-Type: application/json\r\nContent-Length: " +
-                 std::to_string(body.size()) + "\r\n\r\n" + body;
-  // What follows on each connection: the start of another request whose
-  // 15 MB body the router must not park in memory.
-  auto next = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: "
-              "15000000\r\n\r\n" +
-              std::string(15'000'000, 'n');
-  std::vector<std::unique_ptr<raw_client>> clients;
-  for (int i = 0; i < streams; ++i) {
-    clients.push_back(std::make_unique<raw_client>(c.http_port));
-    REQUIRE(clients.back()->connected());
-    REQUIRE(clients.back()->send(request));
-    offer(*clients.back(), next, 200ms);
-  }
-  // Under ASan each 15 MB body takes the tokenizer pool seconds to parse.
-  REQUIRE(eventually(
-    [&] { return c.sims[0]->running() == streams; },
-    std::chrono::milliseconds{static_cast<long>(30'000 * time_allowance)}));
-  auto rss_after = proc_status(c.router->pid(), "VmRSS");
-  WARN("30 streams of 15 MB bodies + 15 MB pipelined: router RSS "
-       << rss_before / 1024 << " -> " << rss_after / 1024 << " MB");
-  // Before: 68 -> 541 MB (bodies held for the request's life, read-ahead
-  // up to the body limit).
-  CHECK(rss_after < rss_before + 150 * 1024 * rss_allowance);
-  clients.clear();
-  CHECK(c.complete(tokens(1, 8), 2)["choices"].size() == 1);
-}
-
 TEST_CASE("row 11: 2,000 records of unreachable relays cost the router no "
           "thread per worker, little CPU, and never delay a real request") {
   cluster c{1, {}, {"--discovery-ttl", "10m"}};
