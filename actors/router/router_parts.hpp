@@ -44,7 +44,10 @@ struct router_parts {
   runtime::slot_ptr<kv_router_actor> brain =
     std::make_shared<runtime::actor_slot<kv_router_actor>>();
   router_settings settings; // as started (a reload compares against it)
-  router_config config;     // config_mtx: reload writes, a restart reads
+  // --router-conditional-disagg's thresholds, shared by the dispatcher and
+  // the endpoint picker (null: off); a reload replaces them.
+  runtime::live_ptr<disagg_config> disagg;
+  router_config config; // config_mtx: reload writes, a restart reads
   std::mutex config_mtx;
   std::shared_ptr<model_catalog> catalog; // what /v1/models lists
   std::shared_ptr<trace::tracer> tracer;  // --otlp-endpoint; never null

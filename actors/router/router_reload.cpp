@@ -1,7 +1,9 @@
 // What a SIGHUP may change in a running router: the placement's weights,
 // temperature and queue limits go to the router actor now (and to every
-// later incarnation); every other setting that differs is named as
-// needing a restart, and left as it is.
+// later incarnation); flow control (band cap, quantum, queue timeout) to
+// the dispatch queue; the disaggregation policy and its thresholds to the
+// dispatcher and the endpoint picker. Every other setting that differs is
+// named as needing a restart, and left as it is.
 #include <spdlog/spdlog.h>
 
 #include "actors/router/router_parts.hpp"
@@ -39,9 +41,6 @@ std::vector<std::string> fixed_differences(const router_settings& a,
            a.discovery.backend != b.discovery.backend,
          "discovery");
   differ(a.nats_event_plane != b.nats_event_plane, "event-plane");
-  differ(a.flow.band_cap != b.flow.band_cap || a.flow.quantum != b.flow.quantum,
-         "flow-band-cap/flow-quantum");
-  differ(a.queue_timeout != b.queue_timeout, "queue-timeout");
   differ(a.frontend.objectives != b.frontend.objectives, "flow-objectives");
   return out;
 }
@@ -66,6 +65,11 @@ void service::reload(const router_settings& next) {
     take_live_settings(p.config, next.placement);
     now = p.config;
   }
+  // Flow control and the disaggregation policy's thresholds: for what
+  // comes next (requests waiting keep their place and deadline).
+  p.dispatch->queue().retune(next.flow, next.queue_timeout);
+  if (p.disagg && next.disagg && !(*p.disagg->get() == *next.disagg))
+    p.disagg->set(*next.disagg);
   if (auto brain = p.brain->get())
     caf::anon_send(brain, retune_atom::value,
                    std::make_shared<const router_config>(now));
@@ -75,6 +79,11 @@ void service::reload(const router_settings& next) {
     "weight {}, evict weight {}, temperature {}, priority overlap {}",
     s.overlap_score_weight, s.decode_weight, s.queue_weight, s.evict_weight,
     s.temperature, now.priority_overlap);
+  spdlog::info("router: flow band cap {}, quantum {}, queue timeout {} ms{}",
+               next.flow.band_cap, next.flow.quantum,
+               next.queue_timeout.count(),
+               p.disagg ? ", disaggregation " + disagg_json(*p.disagg->get())
+                        : std::string{});
   if (!fixed.empty())
     spdlog::warn("router: changed in the file but read only at start "
                  "(restart to apply): {}",

@@ -37,7 +37,7 @@ dispatcher_from(runtime::role_env& ctx, const router_settings& s,
                 std::shared_ptr<grpc::ChannelCredentials> relay_creds) {
   dispatch_config cfg;
   cfg.migration_limit = s.migration_limit;
-  cfg.disagg = s.disagg;
+  cfg.disagg = parts.disagg;
   cfg.queue_threshold = parts.config.queue_threshold;
   cfg.direct = s.direct_dispatch;
   cfg.request_timeout = s.request_timeout;
@@ -62,7 +62,7 @@ bool start_epp(runtime::role_env& ctx, const router_settings& s,
                             fc.chat_template_error, fc.is_adapter};
   ec.objectives = fc.objectives;
   ec.session_header = fc.session_header;
-  ec.disagg = s.disagg;
+  ec.disagg = parts.disagg;
   ec.queue_threshold = parts.config.queue_threshold;
   ec.body_mode =
     s.epp_streamed ? epp_body_mode::streamed : epp_body_mode::buffered;
@@ -250,6 +250,9 @@ start_router(runtime::role_env& ctx, const router_settings& s,
                               n->connected() ? "connected" : "connecting");
   parts->config = s.placement;
   parts->settings = s;
+  if (s.disagg)
+    parts->disagg =
+      std::make_shared<runtime::live_value<disagg_config>>(*s.disagg);
   parts->share = booking_share_from(ctx, s, parts->brain);
   add_index_route(ctx, parts->brain);
   // Bad TLS settings: exit 2, and nothing listens meanwhile (never in
@@ -273,8 +276,18 @@ start_router(runtime::role_env& ctx, const router_settings& s,
       auto p = weak.lock();
       if (!p || !p->dispatch)
         return nlohmann::json::object();
-      return nlohmann::json{{"last_minute", p->dispatch->recent().summary()},
-                            {"in_flight", p->dispatch->in_flight()}};
+      auto flow = p->dispatch->queue().flow();
+      return nlohmann::json{
+        {"last_minute", p->dispatch->recent().summary()},
+        {"in_flight", p->dispatch->in_flight()},
+        // What a reload may have changed, as in effect now.
+        {"flow",
+         {{"band_cap", flow.band_cap},
+          {"quantum", flow.quantum},
+          {"queue_timeout_ms", p->dispatch->queue().queue_timeout().count()}}},
+        {"disagg", p->disagg
+                     ? nlohmann::json::parse(disagg_json(*p->disagg->get()))
+                     : nlohmann::json()}};
     });
   if (tls && start_frontends(ctx, s, *parts)) {
     watch_listeners(ctx, s, *parts);

@@ -56,9 +56,10 @@ struct disagg_cluster {
                                   std::to_string(status),
                                   "--grpc-port",
                                   "0",
-                                  "--router-conditional-disagg",
-                                  "--router-conditional-disagg-config",
-                                  config};
+                                  "--router-conditional-disagg"};
+    // Empty: the policy comes from a --config file in `router_extra`.
+    if (!config.empty())
+      args.insert(args.end(), {"--router-conditional-disagg-config", config});
     args.insert(args.end(), router_extra.begin(), router_extra.end());
     router = std::make_unique<child_process>(args);
     REQUIRE(eventually(

@@ -51,6 +51,20 @@ std::optional<disagg_config> parse_disagg_config(const std::string& text,
   return c;
 }
 
+std::string disagg_json(const disagg_config& c) {
+  using kind = disagg_config::policy_kind;
+  nlohmann::json j{{"policy", c.policy == kind::isl_bounding   ? "isl_bounding"
+                              : c.policy == kind::prefill_load ? "prefill_load"
+                                                               : "isl_or_load"},
+                   {"eff_isl_threshold", c.eff_isl_threshold},
+                   {"eff_isl_ratio_threshold", c.eff_isl_ratio_threshold}};
+  if (c.prefill_busy_threshold)
+    j["prefill_busy_threshold"] = *c.prefill_busy_threshold;
+  if (c.decode_busy_threshold)
+    j["decode_busy_threshold"] = *c.decode_busy_threshold;
+  return j.dump();
+}
+
 disagg_decision decide(const disagg_config& cfg, const disagg_inputs& in,
                        std::optional<double> queue_threshold) {
   uint32_t eff =

@@ -20,6 +20,7 @@ struct disagg_config {
   /// Held decode blocks on the chosen decode worker above which local
   /// prefill is vetoed.
   std::optional<double> decode_busy_threshold;
+  bool operator==(const disagg_config&) const = default;
 };
 
 /// Parses the JSON of `--router-conditional-disagg-config`, e.g.
@@ -28,6 +29,8 @@ struct disagg_config {
 /// policies and ratios outside [0, 1] are refused with `why`.
 std::optional<disagg_config> parse_disagg_config(const std::string& json,
                                                  std::string* why);
+/// The same JSON back (every field; thresholds left unset are absent).
+std::string disagg_json(const disagg_config& c);
 
 struct disagg_inputs {
   uint32_t isl = 0;              // prompt tokens

@@ -59,6 +59,11 @@ class flow_queue {
  public:
   explicit flow_queue(flow_config cfg = {}) : cfg_(cfg) {}
 
+  /// New settings for what comes next: a lowered cap refuses the next
+  /// push into a band already at it (those waiting stay), a new quantum
+  /// counts from the next round.
+  void retune(flow_config cfg) { cfg_ = cfg; }
+
   struct pushed {
     bool queued = false;
     /// A full band makes room for a flow with fewer waiting: the newest

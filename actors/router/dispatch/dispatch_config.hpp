@@ -9,6 +9,7 @@
 #include "actors/router/core/disagg_policy.hpp"
 #include "actors/router/core/flow_queue.hpp"
 #include "cluster/trace/tracer.hpp"
+#include "runtime/live_value.hpp"
 #include "runtime/metrics.hpp"
 
 namespace grpc {
@@ -21,8 +22,9 @@ namespace outrider::router {
 struct dispatch_config {
   /// Times a broken stream moves to another worker.
   int migration_limit = 3;
-  /// Conditional disaggregation; none: every worker prefills its own.
-  std::optional<disagg_config> disagg;
+  /// Conditional disaggregation; null: every worker prefills its own. Its
+  /// thresholds may be replaced live (SIGHUP); whether it is on may not.
+  runtime::live_ptr<disagg_config> disagg;
   /// The router's queue threshold (the prefill-load policy's default).
   std::optional<double> queue_threshold;
   /// `--dispatch direct`: straight to the engines, not through the relays.

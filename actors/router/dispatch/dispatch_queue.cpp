@@ -63,7 +63,21 @@ dispatch_queue::dispatch_queue(caf::actor_system& sys,
                                runtime::gauge& queue_depth, flow_config flow,
                                std::chrono::milliseconds queue_timeout)
   : sys_(sys), router_(std::move(router)), queue_depth_(queue_depth),
-    flow_(flow), queue_timeout_(queue_timeout) {}
+    flow_(flow), queue_timeout_ms_(queue_timeout.count()) {}
+
+flow_config dispatch_queue::flow() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return flow_;
+}
+
+void dispatch_queue::retune(flow_config flow,
+                            std::chrono::milliseconds queue_timeout) {
+  queue_timeout_ms_ = queue_timeout.count();
+  std::lock_guard<std::mutex> guard{mtx_};
+  flow_ = flow;
+  for (auto& [role, l] : lines_)
+    l.waiting.retune(flow);
+}
 
 void dispatch_queue::place(std::shared_ptr<const route_request> req, bool queue,
                            placed_fn done) {
@@ -154,7 +168,8 @@ void dispatch_queue::placed(caf::event_based_actor* self,
   if (d.busy && j->queue && !shutting_down_.load()) {
     if (!j->queued) {
       j->queued = true;
-      j->queue_deadline = now + queue_timeout_;
+      auto timeout = std::chrono::milliseconds{queue_timeout_ms_.load()};
+      j->queue_deadline = now + timeout;
       j->self = caf::actor_cast<caf::actor>(self);
       queue_depth_.add(1);
       // Its weight: the prompt tokens the best worker would still compute.
@@ -166,7 +181,7 @@ void dispatch_queue::placed(caf::event_based_actor* self,
         queue_depth_.add(-1);
         return shed(self, j, shed_reason::saturated);
       }
-      self->delayed_send(self, queue_timeout_, expire_atom::value);
+      self->delayed_send(self, timeout, expire_atom::value);
       if (where == joined::waiting)
         return; // woken when its turn comes
     }
@@ -195,14 +210,19 @@ void dispatch_queue::answer(caf::event_based_actor* self,
 void dispatch_queue::shed(caf::event_based_actor* self,
                           const std::shared_ptr<job>& j, shed_reason why) {
   shed_counter(why, j->req->flow).inc();
+  size_t band_cap = 0;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    band_cap = flow_.band_cap;
+  }
   route_decision d;
   d.shed = why;
   d.error = why == shed_reason::saturated
               ? "too many requests are waiting in priority band " +
                   std::to_string(j->req->band) + " (--flow-band-cap " +
-                  std::to_string(flow_.band_cap) + ")"
+                  std::to_string(band_cap) + ")"
               : "no worker could take the request within --queue-timeout (" +
-                  std::to_string(queue_timeout_.count()) + " ms)";
+                  std::to_string(queue_timeout_ms_.load()) + " ms)";
   answer(self, j, std::move(d));
 }
 

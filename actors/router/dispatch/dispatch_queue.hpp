@@ -40,6 +40,15 @@ class dispatch_queue {
   /// A booking shrank (the prompt is computed) or went (`finished`): tells
   /// the router actor and wakes the first of every line.
   void unbook(uint64_t key, bool finished);
+  /// New flow-control settings (a reload): a lowered band cap holds for
+  /// the next request to join a line (none waiting is shed for it), the
+  /// quantum for the next rounds, the time limit for requests that start
+  /// waiting from now.
+  void retune(flow_config flow, std::chrono::milliseconds queue_timeout);
+  flow_config flow() const;
+  std::chrono::milliseconds queue_timeout() const {
+    return std::chrono::milliseconds{queue_timeout_ms_.load()};
+  }
   /// No more waiting in line: everyone waiting is answered now.
   void begin_shutdown();
   /// No more waiting for a router restart either (everything is cancelled).
@@ -74,14 +83,14 @@ class dispatch_queue {
   caf::actor_system& sys_;
   runtime::slot_ptr<kv_router_actor> router_; // the current incarnation
   runtime::gauge& queue_depth_;
-  flow_config flow_;
-  std::chrono::milliseconds queue_timeout_;
+  flow_config flow_; // mtx_
+  std::atomic<int64_t> queue_timeout_ms_;
   std::atomic<uint64_t> next_job_{0};
   std::atomic<bool> shutting_down_{false};
   std::atomic<bool> cut_{false};
   // The router actor's generation that last placed a request.
   std::atomic<uint64_t> placed_generation_{0};
-  std::mutex mtx_;
+  mutable std::mutex mtx_;
   // One line per role asked for (none: any worker that decodes); mtx_.
   std::map<std::optional<engine::worker_role>, line> lines_;
 };

@@ -78,8 +78,9 @@ void prefill_leg::run(const std::vector<uint32_t>& tokens,
       auto count = [this](const char* outcome) {
         stats_.disagg(outcome).inc();
       };
-      auto plan = plan_prefill(*cfg_.disagg, facts(preq->tokens.size(), d, p),
-                               cfg_.queue_threshold);
+      auto plan =
+        plan_prefill(*cfg_.disagg->get(), facts(preq->tokens.size(), d, p),
+                     cfg_.queue_threshold);
       if (plan == prefill_plan::no_pool || plan == prefill_plan::incompatible ||
           plan == prefill_plan::local) {
         if (p.ok)

@@ -94,9 +94,9 @@ void prefill_for(const std::shared_ptr<epp_flow>& flow,
   auto& st = *flow->st;
   st.queue.place(preq, false, [flow, t0, preq, d](route_decision p) {
     auto& st = *flow->st;
-    auto plan =
-      plan_prefill(*st.cfg.disagg, prefill_facts_of(preq->tokens.size(), d, p),
-                   st.cfg.queue_threshold);
+    auto plan = plan_prefill(*st.cfg.disagg->get(),
+                             prefill_facts_of(preq->tokens.size(), d, p),
+                             st.cfg.queue_threshold);
     // SGLang's bootstrap rooms have no header contract with a gateway:
     // such a decode worker prefills itself.
     bool remote = plan == prefill_plan::remote;

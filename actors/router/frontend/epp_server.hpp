@@ -16,6 +16,7 @@
 #include "actors/router/dispatch/dispatch_queue.hpp"
 #include "actors/router/frontend/prompt_render.hpp"
 #include "cluster/grpc_server_limits.hpp"
+#include "runtime/live_value.hpp"
 
 namespace grpc {
 class Server;
@@ -43,8 +44,9 @@ struct epp_config {
   epp_body_mode body_mode = epp_body_mode::buffered;
   /// Conditional disaggregation: requests go to decode workers and, where
   /// the policy says, name a prefill worker in `x-prefiller-host-port`
-  /// (llm-d's decode sidecar prefills there first). None: aggregated.
-  std::optional<disagg_config> disagg;
+  /// (llm-d's decode sidecar prefills there first). Null: aggregated.
+  /// Shared with the dispatcher; a reload replaces its thresholds.
+  runtime::live_ptr<disagg_config> disagg;
   std::optional<double> queue_threshold; // the prefill-load policy's default
   size_t max_body_bytes = 1 << 20;       // --http-max-body-bytes
   size_t max_streams = 10000;            // beyond: RESOURCE_EXHAUSTED
