@@ -13,6 +13,10 @@ namespace {
 constexpr const char* epoch_header = "Outrider-Epoch";
 constexpr const char* position_header = "Outrider-Position";
 constexpr const char* heartbeat_header = "Outrider-Heartbeat";
+constexpr const char* trace_header = "traceparent"; // W3C, as over HTTP
+// A longer header is no traceparent (version 00 is 55 characters; later
+// versions may add a little): not kept.
+constexpr size_t max_traceparent = 256;
 // What a router holds for a slow delivery thread before NATS drops (and
 // the positions show the loss).
 constexpr int pending_messages = 100000;
@@ -70,7 +74,7 @@ caf::error nats_kv_plane::open() {
 
 bool nats_kv_plane::publish(const kv_plane_message& m) {
   natsMsg* msg = nullptr;
-  auto subject = cfg_.kv_subject + "." + m.worker_id;
+  auto subject = subject_of(m.worker_id);
   if (natsMsg_Create(&msg, subject.c_str(), nullptr, m.batch.data(),
                      static_cast<int>(m.batch.size())) != NATS_OK)
     return false;
@@ -81,6 +85,8 @@ bool nats_kv_plane::publish(const kv_plane_message& m) {
     natsMsgHeader_Set(msg, position_header, position.c_str()) == NATS_OK &&
     (!m.heartbeat ||
      natsMsgHeader_Set(msg, heartbeat_header, "1") == NATS_OK) &&
+    (m.traceparent.empty() ||
+     natsMsgHeader_Set(msg, trace_header, m.traceparent.c_str()) == NATS_OK) &&
     natsConnection_PublishMsg(link_.get(), msg) == NATS_OK;
   natsMsg_Destroy(msg);
   return ok;
@@ -101,6 +107,10 @@ caf::error nats_kv_plane::subscribe(handler on_message) {
       malformed().inc();
     } else {
       m->worker_id = subject.substr(prefix.size());
+      const char* tp = nullptr;
+      if (natsMsgHeader_Get(msg, trace_header, &tp) == NATS_OK && tp &&
+          std::strlen(tp) <= max_traceparent)
+        m->traceparent = tp;
       if (auto n = natsMsg_GetDataLength(msg); n > 0)
         m->batch.assign(natsMsg_GetData(msg), static_cast<size_t>(n));
       plane->on_message_(std::move(*m));

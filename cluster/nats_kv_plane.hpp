@@ -5,7 +5,8 @@
 // position); routers subscribe to `<prefix>.>`. A message carries its
 // numbering in headers and the batch as a serialized
 // openengine.v1.KvEventBatch; a heartbeat (no batch) repeats the last
-// position, so a router notices a lost last message too. Best effort by
+// position, so a router notices a lost last message too. A traced batch
+// carries its publisher's span in a `traceparent` header. Best effort by
 // design: NATS core drops what a slow or disconnected subscriber misses,
 // and routers resynchronise from a sidecar's snapshot when positions skip.
 
@@ -25,6 +26,10 @@ struct kv_plane_message {
   uint64_t position = 0;
   bool heartbeat = false;
   std::string batch; // a serialized KvEventBatch; empty for a heartbeat
+  /// The publisher's span (W3C `traceparent`, as a message header) when
+  /// the batch is traced; empty otherwise. Taken as it came: the receiver
+  /// parses it (trace::parse_traceparent).
+  std::string traceparent;
 };
 
 class nats_kv_plane {
@@ -45,6 +50,10 @@ class nats_kv_plane {
   /// worker. Malformed ones are counted and dropped. Call once, after open.
   caf::error subscribe(handler on_message);
   bool connected() const { return link_.connected(); }
+  /// `<prefix>.<worker id>`: where a worker's batches go.
+  std::string subject_of(const std::string& worker_id) const {
+    return cfg_.kv_subject + "." + worker_id;
+  }
   /// Counts connections made (first and re-): when it moves, what was
   /// published meanwhile is lost to this subscriber.
   uint64_t connections() const { return connections_.load(); }

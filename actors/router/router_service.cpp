@@ -269,7 +269,8 @@ start_router(runtime::role_env& ctx, const router_settings& s,
   if (s.grpc_port > 0)
     own.push_back(s.http_host + ":" + std::to_string(s.grpc_port));
   parts->watcher = std::make_unique<worker_watcher>(
-    parts->disc, parts->brain, relay_creds, parts->plane, server_name, own);
+    parts->disc, parts->brain, relay_creds, parts->plane, server_name, own,
+    parts->tracer);
   parts->dispatch = dispatcher_from(ctx, s, *parts, relay_creds);
   add_status_page(
     ctx, parts->brain, [weak = std::weak_ptr<router_parts>(parts)] {

@@ -25,9 +25,10 @@ void batch_to_proto(const indexer::kv_batch& b,
 
 kv_publisher::kv_publisher(std::shared_ptr<event_hub> hub,
                            std::shared_ptr<cluster::nats_kv_plane> plane,
-                           std::string worker_id)
+                           std::string worker_id,
+                           std::shared_ptr<trace::tracer> tracer)
   : hub_(std::move(hub)), plane_(std::move(plane)),
-    worker_id_(std::move(worker_id)) {
+    worker_id_(std::move(worker_id)), tracer_(std::move(tracer)) {
   resubscribe();
   thread_ = std::thread([this] { run(); });
 }
@@ -91,10 +92,32 @@ void kv_publisher::run() {
       openengine::v1::KvEventBatch proto;
       batch_to_proto(*b, &proto);
       proto.SerializeToString(&msg.batch);
-      if (plane_->publish(msg))
+      // A new trace at the sample ratio (a batch has no caller).
+      std::optional<trace::span> span;
+      if (tracer_ && tracer_->enabled()) {
+        span.emplace(tracer_->start_entry("sidecar.kv_publish", std::nullopt,
+                                          trace::span_kind::producer));
+        if (span->recording()) {
+          span->set("outrider.worker_id", worker_id_)
+            .set("messaging.system", "nats")
+            .set("messaging.destination.name", plane_->subject_of(worker_id_))
+            .set("outrider.kv.epoch", static_cast<int64_t>(msg.epoch))
+            .set("outrider.kv.position", static_cast<int64_t>(msg.position))
+            .set("outrider.kv.rank", static_cast<int64_t>(b->rank))
+            .set("outrider.kv.events", static_cast<int64_t>(b->events.size()));
+          msg.traceparent = trace::traceparent_of(span->context());
+        }
+      }
+      bool ok = plane_->publish(msg);
+      if (ok)
         published.inc();
       else
         failed.inc();
+      if (span) {
+        if (!ok)
+          span->fail("NATS refused the message");
+        span->end();
+      }
       last = b->position;
     }
     if (auto now = std::chrono::steady_clock::now(); now >= beat) {

@@ -7,6 +7,7 @@
 
 #include "actors/sidecar/event_hub.hpp"
 #include "cluster/nats_kv_plane.hpp"
+#include "cluster/trace/tracer.hpp"
 #include "openengine.pb.h"
 
 namespace outrider::sidecar {
@@ -19,12 +20,16 @@ void batch_to_proto(const indexer::kv_batch& b,
 /// publishes every batch, numbered, on the worker's subject; once a second
 /// a heartbeat repeats the last position. A publisher that falls behind
 /// the hub (its queue overflows) starts again from the live end: routers
-/// see the positions skip and resynchronise from a snapshot.
+/// see the positions skip and resynchronise from a snapshot. A batch is
+/// traced at the sample ratio (`sidecar.kv_publish`, a producer span whose
+/// context goes with the message; the router's `router.kv_receive` hangs
+/// under it).
 class kv_publisher {
  public:
   kv_publisher(std::shared_ptr<event_hub> hub,
                std::shared_ptr<cluster::nats_kv_plane> plane,
-               std::string worker_id);
+               std::string worker_id,
+               std::shared_ptr<trace::tracer> tracer = nullptr);
   ~kv_publisher(); // stops the thread
 
   kv_publisher(const kv_publisher&) = delete;
@@ -37,6 +42,7 @@ class kv_publisher {
   std::shared_ptr<event_hub> hub_;
   std::shared_ptr<cluster::nats_kv_plane> plane_;
   std::string worker_id_;
+  std::shared_ptr<trace::tracer> tracer_; // null: nothing traced
   std::shared_ptr<kv_subscription> sub_;
   // Shared with the wake-up the hub may still be calling after we are gone.
   struct wake {

@@ -185,7 +185,8 @@ void start_relay(runtime::role_env& ctx, const sidecar_settings& s,
 // --event-plane nats: every batch the hub hands out is published too.
 void start_kv_publisher(runtime::role_env& ctx, const sidecar_settings& s,
                         std::shared_ptr<event_hub> hub,
-                        const std::string& worker_id) {
+                        const std::string& worker_id,
+                        std::shared_ptr<trace::tracer> tracer) {
   if (!s.nats_event_plane)
     return;
   std::weak_ptr<runtime::health_state> weak = ctx.health;
@@ -203,7 +204,7 @@ void start_kv_publisher(runtime::role_env& ctx, const sidecar_settings& s,
   ctx.health->set_component("event_plane",
                             plane->connected() ? "connected" : "connecting");
   auto publisher =
-    std::make_shared<kv_publisher>(std::move(hub), plane, worker_id);
+    std::make_shared<kv_publisher>(std::move(hub), plane, worker_id, tracer);
   ctx.stop_hooks.push_back([publisher, plane]() mutable {
     publisher.reset();
     plane.reset();
@@ -288,7 +289,7 @@ std::vector<runtime::child_spec> start_sidecar(runtime::role_env& ctx,
   auto cfg = lifecycle_config_from(ctx, s, slots);
   start_relay(ctx, s, cfg, hub, slots, parts.relay_grace_ms);
   start_engine_metrics(ctx, s);
-  start_kv_publisher(ctx, s, hub, cfg.worker_id);
+  start_kv_publisher(ctx, s, hub, cfg.worker_id, cfg.tracer);
   add_index_route(ctx, slots.indexer);
   auto ttl = s.discovery.ttl;
   return {

@@ -13,7 +13,15 @@
 namespace outrider::trace {
 
 /// OTLP's span kinds (trace.proto, `Span.SpanKind`).
-enum class span_kind : int { internal = 1, server = 2, client = 3 };
+/// OTLP's SpanKind values (producer and consumer: a message published on
+/// the NATS event plane and its receipt).
+enum class span_kind : int {
+  internal = 1,
+  server = 2,
+  client = 3,
+  producer = 4,
+  consumer = 5
+};
 
 using attr_value = std::variant<std::string, int64_t, double, bool>;
 using wall_time = std::chrono::system_clock::time_point;

@@ -56,8 +56,10 @@ struct kv_follower::snapshot_result {
 kv_follower::kv_follower(cluster::worker_record record,
                          runtime::slot_ptr<kv_router_actor> router,
                          std::shared_ptr<grpc::ChannelCredentials> creds,
-                         std::string tls_server_name)
+                         std::string tls_server_name,
+                         std::shared_ptr<trace::tracer> tracer)
   : record_(std::move(record)), router_(std::move(router)),
+    tracer_(std::move(tracer)),
     channel_(
       cluster::relay_channel(record_.relay_endpoint, creds, tls_server_name)),
     start_pending_(true), resync_reason_("start") {
@@ -103,21 +105,43 @@ void kv_follower::on_message(cluster::kv_plane_message m) {
 }
 
 void kv_follower::follow(cluster::kv_plane_message m, bool live) {
+  // A traced batch: its receipt under the publisher's span (held ones
+  // are recorded again when replayed).
+  std::optional<trace::span> span;
+  if (tracer_ && !m.traceparent.empty())
+    if (auto ctx = trace::parse_traceparent(m.traceparent))
+      span.emplace(tracer_->start_child("router.kv_receive", *ctx,
+                                        trace::span_kind::consumer));
+  auto position = m.position;
+  size_t events = 0;
+  const char* outcome = follow_batch(m, live, &events);
+  if (span && span->recording()) {
+    span->set("outrider.worker_id", record_.worker_id)
+      .set("outrider.kv.position", static_cast<int64_t>(position))
+      .set("outrider.kv.events", static_cast<int64_t>(events))
+      .set("outrider.kv.outcome", outcome)
+      .set("outrider.kv.replayed", !live);
+    span->end();
+  }
+}
+
+const char* kv_follower::follow_batch(cluster::kv_plane_message& m, bool live,
+                                      size_t* events) {
   if (m.epoch == retired_epoch_)
-    return; // late news from the sidecar's previous life
+    return "retired"; // late news from the sidecar's previous life
   if (m.epoch != epoch_) {
     request_resync("epoch");
     if (live) // may be the first the next snapshot lacks
       held_.push_back(std::move(m));
-    return;
+    return "new_epoch";
   }
   if (m.heartbeat) {
     if (m.position > position_)
       request_resync("heartbeat");
-    return;
+    return "heartbeat";
   }
   if (m.position <= position_)
-    return; // the snapshot holds it already
+    return "known"; // the snapshot holds it already
   if (m.position != position_ + 1) {
     // Live: the missing ones may follow the next snapshot. Just after a
     // snapshot: no sidecar publishes past its own position, so it is
@@ -125,15 +149,17 @@ void kv_follower::follow(cluster::kv_plane_message m, bool live) {
     request_resync("gap");
     if (live)
       held_.push_back(std::move(m));
-    return;
+    return "gap";
   }
   oe::KvEventBatch batch;
   if (!batch.ParseFromString(m.batch)) {
     request_resync("malformed");
-    return;
+    return "malformed";
   }
   position_ = m.position;
+  *events = static_cast<size_t>(batch.events_size());
   deliver(static_cast<int>(batch.data_parallel_rank()), false, batch);
+  return "applied";
 }
 
 void kv_follower::deliver(int rank, bool reset, const oe::KvEventBatch& batch) {

@@ -11,6 +11,7 @@
 #include "actors/router/brain/kv_router.hpp"
 #include "actors/router/watch/kv_stream.hpp"
 #include "cluster/nats_kv_plane.hpp"
+#include "cluster/trace/tracer.hpp"
 #include "openengine.pb.h"
 #include "runtime/actor_slot.hpp"
 
@@ -31,7 +32,8 @@ class kv_follower {
   kv_follower(cluster::worker_record record,
               runtime::slot_ptr<kv_router_actor> router,
               std::shared_ptr<grpc::ChannelCredentials> creds,
-              std::string tls_server_name = {});
+              std::string tls_server_name = {},
+              std::shared_ptr<trace::tracer> tracer = nullptr);
   ~kv_follower(); // cancels a snapshot or back-off in progress
 
   kv_follower(const kv_follower&) = delete;
@@ -52,11 +54,17 @@ class kv_follower {
   // Under mtx_: apply `m` if it is the next position, else resync. `live`:
   // it just arrived (else it was held while a snapshot was taken).
   void follow(cluster::kv_plane_message m, bool live);
+  // follow()'s decision; the name `router.kv_receive` records as outcome.
+  const char* follow_batch(cluster::kv_plane_message& m, bool live,
+                           size_t* events);
   void request_resync(const std::string& reason); // under mtx_
   void deliver(int rank, bool reset, const openengine::v1::KvEventBatch& b);
 
   cluster::worker_record record_;
   runtime::slot_ptr<kv_router_actor> router_;
+  // A traced batch's receipt (`router.kv_receive`, under the sidecar's
+  // `sidecar.kv_publish`); null: none recorded.
+  std::shared_ptr<trace::tracer> tracer_;
   std::shared_ptr<grpc::Channel> channel_;
   in_flight pending_; // the snapshot call and the back-off alarm
   std::mutex mtx_;

@@ -163,10 +163,11 @@ worker_watcher::worker_watcher(std::shared_ptr<cluster::discovery> disc,
                                std::shared_ptr<grpc::ChannelCredentials> creds,
                                std::shared_ptr<cluster::nats_kv_plane> plane,
                                std::string tls_server_name,
-                               std::vector<std::string> own)
+                               std::vector<std::string> own,
+                               std::shared_ptr<trace::tracer> tracer)
   : disc_(std::move(disc)), router_(std::move(router)),
     creds_(std::move(creds)), server_name_(std::move(tls_server_name)),
-    plane_(std::move(plane)),
+    plane_(std::move(plane)), tracer_(std::move(tracer)),
     poller_(std::make_unique<load_poller>(router_, creds_, server_name_)) {
   for (const auto& a : own)
     own_.push_back(same_host_form(a));
@@ -187,7 +188,8 @@ worker_watcher::worker_watcher(std::shared_ptr<cluster::discovery> disc,
 
 void worker_watcher::follow(const cluster::worker_record& r) {
   if (plane_) {
-    auto f = std::make_unique<kv_follower>(r, router_, creds_, server_name_);
+    auto f =
+      std::make_unique<kv_follower>(r, router_, creds_, server_name_, tracer_);
     std::unique_ptr<kv_follower> old;
     {
       std::lock_guard<std::mutex> guard{followers_mtx_};

@@ -44,7 +44,8 @@ class worker_watcher {
                    grpc::InsecureChannelCredentials(),
                  std::shared_ptr<cluster::nats_kv_plane> plane = nullptr,
                  std::string tls_server_name = {},
-                 std::vector<std::string> own = {});
+                 std::vector<std::string> own = {},
+                 std::shared_ptr<trace::tracer> tracer = nullptr);
   ~worker_watcher(); // stops its thread and every subscription
 
   worker_watcher(const worker_watcher&) = delete;
@@ -67,6 +68,7 @@ class worker_watcher {
   std::map<std::string, cluster::worker_record> known_;
   std::map<std::string, std::shared_ptr<subscription>> subs_;
   std::shared_ptr<cluster::nats_kv_plane> plane_;
+  std::shared_ptr<trace::tracer> tracer_; // to the followers; may be null
   uint64_t plane_connections_ = 0;
   std::mutex followers_mtx_; // the NATS thread looks followers up
   std::map<std::string, std::unique_ptr<kv_follower>> followers_;
