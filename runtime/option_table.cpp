@@ -178,7 +178,8 @@ std::vector<option_spec> make_specs() {
       "sidecar's /metrics with outrider_worker; empty: off",
       "--engine-metrics-url auto"),
     make_option("engine-metrics-interval", ot::duration, "5s",
-                "sidecar: how often the engine's metrics are scraped (a "
+                "sidecar: how often the engine's metrics are scraped and its "
+                "load asked (a "
                 "scrape older than three intervals is not re-exported)",
                 "--engine-metrics-interval 15s"),
     make_option("engine-startup-deadline", ot::duration, "10m",

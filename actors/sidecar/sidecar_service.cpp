@@ -8,6 +8,7 @@
 
 #include "actors/indexer/indexer_actor.hpp"
 #include "actors/registrar/registrar.hpp"
+#include "actors/sidecar/engine_load.hpp"
 #include "actors/sidecar/event_hub.hpp"
 #include "actors/sidecar/kv_publisher.hpp"
 #include "actors/sidecar/lifecycle.hpp"
@@ -112,6 +113,11 @@ watch_relay(const sidecar_settings& s, const std::shared_ptr<relay>& server,
 // --engine-metrics-url: the engine's own series on the sidecar's /metrics,
 // with the worker's label, scraped off the status server's thread.
 void start_engine_metrics(runtime::role_env& ctx, const sidecar_settings& s) {
+  // The engine's load under outrider's names, from any engine that
+  // reports it (OpenEngine's GetLoad).
+  auto load = std::make_shared<engine_load_gauges>(s.engine_endpoint,
+                                                   s.engine_metrics_interval);
+  ctx.stop_hooks.push_back([load] { load->stop(); });
   if (s.engine_metrics_url.empty())
     return;
   std::string why;

@@ -1,13 +1,16 @@
 // The engine's own metrics on the sidecar's /metrics (--engine-metrics-url):
 // the simulator's vLLM gauges re-exported with the worker's label, and an
 // engine endpoint that sends garbage, outrider's own names, a split family
-// and far too many series leaves a /metrics that promtool still accepts.
+// and far too many series leaves a /metrics that promtool still accepts;
+// an OpenEngine engine's load (GetLoad) under outrider's own names.
 
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "runtime/http/server.hpp"
 #include "tests/e2e/router_cluster.hpp"
+#include "vllm.grpc.pb.h"
 
 using namespace outrider::test;
 
@@ -136,4 +139,68 @@ TEST_CASE("engine metrics: a bad --engine-metrics-url stops the sidecar "
     INFO(bad << ": " << p.output());
     CHECK(p.wait(20s) == 2);
   }
+}
+
+TEST_CASE("engine load: an OpenEngine engine's GetLoad under outrider's "
+          "names, per rank, following its requests, and none from an engine "
+          "without the service") {
+  sim_process sim{{.num_blocks = 1024, .extra = {"--speedup", "0.05"}}};
+  REQUIRE(sim.wait_serving(10s));
+  sidecar_process side{
+    sim.endpoint(), nullptr, {"--engine-metrics-interval", "200ms"}};
+  const std::string running =
+    R"(outrider_engine_requests{state="running",dp_rank="0"})";
+  REQUIRE(eventually(
+    [&] {
+      return side
+               .metric(R"(outrider_engine_kv_blocks{state="total",)"
+                       R"(dp_rank="0"})")
+               .value_or(0) == 1024;
+    },
+    10s));
+  CHECK(side.metric(running).value_or(-1) == 0);
+  CHECK(side.metric(R"(outrider_engine_load_reports_total{outcome="ok"})")
+          .value_or(0) >= 1);
+  CHECK(side.metric("outrider_engine_load_age_seconds").value_or(-1) >= 0);
+  // A slow request straight on the engine: running, its blocks in use.
+  grpc::ClientContext call;
+  std::thread slow([&] {
+    auto stub = vllm::Inference::NewStub(sim.channel());
+    vllm::GenerateRequest req;
+    auto prompt = tokens(100, 400);
+    req.mutable_token_ids()->mutable_ids()->Add(prompt.begin(), prompt.end());
+    req.mutable_stopping()->set_max_new_tokens(200);
+    vllm::GenerateResponse resp;
+    stub->Generate(&call, req, &resp); // cancelled below
+  });
+  CHECK(eventually(
+    [&] {
+      return side.metric(running).value_or(0) == 1 &&
+             side.metric(R"(outrider_engine_kv_blocks{state="used",)"
+                         R"(dp_rank="0"})")
+                 .value_or(0) >= 100;
+    },
+    15s));
+  CHECK(side.metric(R"(outrider_engine_tokens{state="running"})").value_or(0) >=
+        400);
+  call.TryCancel();
+  slow.join();
+
+  // vLLM's own gRPC only: no OpenEngine service, no outrider gauges.
+  sim_process vllm{{.extra = {"--protocol", "vllm"}}};
+  REQUIRE(vllm.wait_serving(10s));
+  sidecar_process plain{
+    vllm.endpoint(), nullptr, {"--engine-metrics-interval", "200ms"}};
+  REQUIRE(eventually(
+    [&] {
+      return plain
+               .metric(
+                 R"(outrider_engine_load_reports_total{outcome="unimplemented"})")
+               .value_or(0) >= 1;
+    },
+    10s));
+  std::string text;
+  REQUIRE(plain.get("/metrics", &text) == 200);
+  CHECK(text.find("outrider_engine_kv_blocks{") == std::string::npos);
+  CHECK(plain.metric("outrider_engine_load_age_seconds").value_or(0) == -1);
 }

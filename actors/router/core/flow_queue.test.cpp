@@ -177,3 +177,26 @@ TEST_CASE("flow queue: every request comes out once, whatever the mix, in "
   CHECK(out == id);
   CHECK(q.empty());
 }
+
+TEST_CASE("flow queue: retuned, a lowered cap holds for the next push and "
+          "sheds none already waiting") {
+  flow_config cfg;
+  cfg.band_cap = 8;
+  flow_queue q{cfg};
+  CHECK(q.push(1, "a", 0, 1).queued);
+  CHECK(q.push(2, "a", 0, 1).queued);
+  CHECK(q.push(3, "a", 0, 1).queued);
+  cfg.band_cap = 2;
+  q.retune(cfg);
+  CHECK(q.band_size(0) == 3); // nobody pushed out
+  CHECK_FALSE(q.push(4, "a", 0, 1).queued);
+  CHECK(q.pop() == 1u);
+  CHECK(q.pop() == 2u);
+  CHECK(q.push(5, "a", 0, 1).queued); // one waits: below the new cap
+  CHECK_FALSE(q.push(6, "a", 0, 1).queued);
+  // Raised again: room at once.
+  cfg.band_cap = 8;
+  q.retune(cfg);
+  CHECK(q.push(6, "a", 0, 1).queued);
+  CHECK(q.band_size(0) == 3);
+}
