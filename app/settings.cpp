@@ -84,6 +84,9 @@ router::frontend_config frontend_from(const runtime::options& o) {
   };
   f.http.io_threads = size(opt::http_io_threads);
   f.http.max_connections = size(opt::http_max_connections);
+  // The process's last 128 descriptors are not the frontend's: the status
+  // server (16), the store, discovery and the gRPC listeners need them.
+  f.http.fd_reserve = 128;
   f.http.header_bytes = size(opt::http_max_header_bytes);
   f.http.max_headers = size(opt::http_max_headers);
   f.http.body_bytes = size(opt::http_max_body_bytes);

@@ -18,6 +18,9 @@ http_limits status_limits() {
   // liveness must not fail because someone opened 1,024 connections.
   l.reserved_connections = 64;
   l.reserved_paths = {"/live", "/ready", "/health"};
+  // The probes may use more of the process's descriptors than the
+  // frontend (which leaves 128): they are what says the process is alive.
+  l.fd_reserve = 16;
   l.read_timeout = std::chrono::seconds{5};
   l.idle_timeout = std::chrono::seconds{30};
   l.send_timeout = std::chrono::seconds{10};

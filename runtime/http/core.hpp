@@ -36,6 +36,7 @@ enum class http_refusal {
   slow_reader,
   tls_handshake,
   body_budget,
+  descriptor_reserve,
 };
 
 struct http_server_core;

@@ -1,6 +1,7 @@
 #include "runtime/http/server.hpp"
 
 #include <boost/asio/strand.hpp>
+#include <sys/resource.h>
 
 #include <nlohmann/json.hpp>
 
@@ -13,7 +14,7 @@ namespace {
 constexpr const char* refusal_names[] = {
   "malformed",     "bad_utf8",    "header_too_large",     "body_too_large",
   "read_timeout",  "version",     "too_many_connections", "slow_reader",
-  "tls_handshake", "body_budget",
+  "tls_handshake", "body_budget", "descriptor_reserve",
 };
 
 // Over the connection limit: one write of a canned answer, then close.
@@ -31,6 +32,19 @@ void refuse_fast(tcp::socket& s) {
   s.write_some(net::buffer(answer), ignored);
   s.shutdown(tcp::socket::shutdown_send, ignored);
   s.close(ignored);
+}
+
+// Whether an accepted socket took one of the process's last `reserve`
+// descriptors. Descriptors are handed out lowest first, so a number at or
+// above limit - reserve means every one below it is in use. The limit is
+// read each time (an operator or a test may change it on a running
+// process).
+bool in_reserve(int fd, size_t reserve) {
+  rlimit lim{};
+  if (reserve == 0 || getrlimit(RLIMIT_NOFILE, &lim) != 0 ||
+      lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur <= reserve)
+    return false;
+  return static_cast<rlim_t>(fd) >= lim.rlim_cur - reserve;
 }
 
 void accept_next(const std::shared_ptr<http_server_core>& core) {
@@ -58,7 +72,10 @@ void accept_next(const std::shared_ptr<http_server_core>& core) {
       auto& lim = core->lim;
       if (open >= lim.max_connections && core->evict_idle())
         open = 0; // an idle connection gave its slot
-      if (open >= lim.max_connections + lim.reserved_connections) {
+      if (in_reserve(s.native_handle(), lim.fd_reserve)) {
+        core->refused(http_refusal::descriptor_reserve);
+        refuse_fast(s);
+      } else if (open >= lim.max_connections + lim.reserved_connections) {
         core->refused(http_refusal::too_many_connections);
         refuse_fast(s);
       } else {

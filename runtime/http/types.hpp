@@ -36,6 +36,12 @@ struct http_limits {
   /// Retry-After instead of its body being read. 0: unbounded.
   size_t body_budget = 0;
   size_t max_connections = 10000; // beyond: a fast 503 with Retry-After
+  /// Descriptors this listener leaves to the rest of the process: a
+  /// connection accepted onto one of the last `fd_reserve` descriptors of
+  /// the process's limit gets the fast 503 and is closed at once, so that a
+  /// flood of connections here cannot take the descriptors the probes, the
+  /// store, discovery and the gRPC listeners need. 0: none kept.
+  size_t fd_reserve = 64;
   /// Beyond `max_connections`, this many more connections are still read,
   /// for one request each to a path of `reserved_paths` (others: 503),
   /// within `reserved_read_timeout`, then closed: a prober gets through

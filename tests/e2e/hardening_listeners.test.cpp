@@ -2,7 +2,8 @@
 // router's --grpc-port, a sidecar's relay). Idle ones are closed after
 // --grpc-idle-timeout; and a listener that ran out of descriptors (gRPC
 // 1.51's stops accepting for good when accept() fails) is found by its
-// probe, withdraws the sidecar and is rebuilt on its port.
+// probe, withdraws the sidecar and is rebuilt on its port. A flood of HTTP
+// connections to the frontend leaves the process its last descriptors.
 
 #include <algorithm>
 #include <atomic>
@@ -209,4 +210,47 @@ TEST_CASE("row 1: a sidecar's --grpc-memory-quota bounds the idle "
   INFO("descriptors held for 400 idle connections: " << held);
   CHECK(held < 200);
   CHECK(fresh_call(side.relay_port, true, 10s));
+}
+
+TEST_CASE("row 1: a flood of HTTP connections to the frontend leaves the "
+          "process its last descriptors: probes answer, the flood gets 503") {
+  cluster c{1};
+  auto pid = c.router->pid();
+  auto limit = limit_descriptors(pid, 200);
+  // Twice as many connections as descriptors are left, each idle (no
+  // request yet): the frontend keeps its last 128 for the rest.
+  std::vector<std::unique_ptr<raw_client>> flood;
+  for (int i = 0; i < 400; ++i) {
+    flood.push_back(std::make_unique<raw_client>(c.http_port));
+    REQUIRE(flood.back()->connected()); // the kernel's backlog takes it
+  }
+  const std::string refused =
+    R"(outrider_http_refused_total{)"
+    R"(server="frontend",reason="descriptor_reserve"})";
+  REQUIRE(eventually([&] { return c.router_metric(refused) >= 100; }, 15s));
+  // Those refused were answered and closed at once.
+  size_t answered = 0;
+  for (auto& f : flood) {
+    auto got = f->read_until(
+      [](const std::string& s) { return s.find("\r\n\r\n") != s.npos; },
+      std::chrono::milliseconds{50});
+    if (got.rfind("HTTP/1.1 503", 0) == 0)
+      ++answered;
+  }
+  CHECK(answered >= 100);
+  // The process still has descriptors: probes and a fresh gRPC call work.
+  CHECK(open_descriptors(pid) < limit);
+  CHECK(http_get(c.router_status, "/live") == 200);
+  CHECK(http_get(c.router_status, "/ready") == 200);
+  CHECK(fresh_call(c.grpc_port, false, std::chrono::seconds{10}));
+  // The flood gone, the frontend serves again.
+  flood.clear();
+  CHECK(eventually(
+    [&] {
+      return http(c.http_port, "POST", "/v1/completions",
+                  nlohmann::json{{"prompt", tokens(50, 8)}, {"max_tokens", 2}}
+                    .dump())
+               .first == 200;
+    },
+    10s));
 }
