@@ -57,6 +57,8 @@ router::router_config placement_from(const runtime::options& o) {
   rc.selector.evict_weight = o.get(opt::kv_evict_weight);
   rc.selector.temperature = o.get(opt::router_temperature);
   rc.exhaustive = o.get(opt::router_search) == "exhaustive";
+  rc.worker_series_cap =
+    static_cast<size_t>(o.get(opt::metrics_worker_series_cap));
   rc.prediction_ttl = o.get(opt::kv_prediction_ttl);
   rc.tiers.weight = {1.0, o.get(opt::kv_cpu_weight),
                      o.get(opt::kv_storage_weight)};

@@ -12,9 +12,11 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/metrics.hpp"
+#include "tests/eventually.hpp"
 
 using namespace outrider::runtime;
 using namespace std::chrono_literals;
+using outrider::test::eventually;
 
 namespace {
 
@@ -57,17 +59,6 @@ struct tcp_listener {
       acceptor.join();
   }
 };
-
-template <class Pred>
-bool eventually(Pred p, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (p())
-      return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return p();
-}
 
 } // namespace
 

@@ -106,6 +106,7 @@ struct option_key {
   X(kv_prediction_ttl, "kv-prediction-ttl", duration)                          \
   X(router_temperature, "router-temperature", number)                          \
   X(router_search, "router-search", string)                                    \
+  X(metrics_worker_series_cap, "metrics-worker-series-cap", integer)           \
   X(migration_limit, "migration-limit", integer)                               \
   X(router_conditional_disagg, "router-conditional-disagg", boolean)           \
   X(router_conditional_disagg_config, "router-conditional-disagg-config",      \

@@ -76,6 +76,12 @@ std::vector<option_spec> routing_option_specs() {
       "lowest cost; exhaustive scores every rank (the same choice, slower "
       "with many workers; for comparison)",
       "--router-search exhaustive", {"pruned", "exhaustive"}),
+    make_option(
+      "metrics-worker-series-cap", ot::integer, "4096",
+      "router: (worker, rank) pairs whose load gets series of their own on "
+      "/metrics (worker ids come from discovery); later ones are counted in "
+      "outrider_metrics_capped_total{label=\"worker\"}",
+      "--metrics-worker-series-cap 20000", {}, 0, 1000000),
     make_option("migration-limit", ot::integer, "2",
                 "router: times a broken stream moves to another worker",
                 "--migration-limit 1", {}, 0, 100),

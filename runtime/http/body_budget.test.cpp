@@ -10,6 +10,7 @@
 
 #include "runtime/http/server.hpp"
 #include "runtime/metrics.hpp"
+#include "tests/eventually.hpp"
 #include "tests/raw_client.hpp"
 
 using namespace outrider::runtime;
@@ -19,20 +20,9 @@ using Catch::Matchers::StartsWith;
 
 namespace {
 
-using steady = std::chrono::steady_clock;
 using client = outrider::test::raw_client;
+using outrider::test::eventually;
 using outrider::test::roundtrip;
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
-  auto deadline = steady::now() + limit;
-  while (steady::now() < deadline) {
-    if (pred())
-      return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
-}
 
 double held_bytes(const std::string& server) {
   return global_metrics()

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/status.hpp"
+#include "tests/eventually.hpp"
 #include "tests/raw_client.hpp"
 
 using namespace outrider::runtime;
@@ -23,6 +24,7 @@ namespace {
 using steady = std::chrono::steady_clock;
 using client = outrider::test::raw_client;
 using outrider::test::count_of;
+using outrider::test::eventually;
 using outrider::test::roundtrip;
 
 struct served {
@@ -39,17 +41,6 @@ struct served {
     REQUIRE_FALSE(server.start("127.0.0.1", 0));
   }
 };
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
-  auto deadline = steady::now() + limit;
-  while (steady::now() < deadline) {
-    if (pred())
-      return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
-}
 
 // `n` connections each mid-request (a header half sent), once the server
 // has read them: none is idle, so none gives its slot up.

@@ -29,9 +29,10 @@ struct router_stats {
   std::vector<load_gauges> per_slot;
   // Series labelled by worker and rank, for the first `max_slot_series`
   // (worker, rank) pairs a router meets (worker ids come from discovery:
-  // outside outrider's control); later ones keep unexported ones of their
-  // own (the status page still reads them), counted as capped.
-  static constexpr size_t max_slot_series = 4096;
+  // outside outrider's control; --metrics-worker-series-cap); later ones
+  // keep unexported ones of their own (the status page still reads them),
+  // counted as capped.
+  size_t max_slot_series = 4096;
   std::vector<std::unique_ptr<runtime::gauge>> private_gauges;
   std::vector<std::unique_ptr<runtime::counter>> private_counters;
   runtime::counter* capped = nullptr;
@@ -107,7 +108,8 @@ struct router_stats {
           capped = &m.get_counter(
             "outrider_metrics_capped_total",
             "Series not exported because a label's values reached their "
-            "cap (worker: 4,096 worker ranks a router met)",
+            "cap (worker: --metrics-worker-series-cap worker ranks a "
+            "router met)",
             {{"label", "worker"}});
         capped->inc();
         auto gauge = [&] {
@@ -227,6 +229,7 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
                                          workers_fn on_workers) {
   auto& st = self->state;
   st.stats = router_stats::make(cfg.mode);
+  st.stats.max_slot_series = cfg.worker_series_cap;
   st.mode = cfg.mode;
   st.share = std::move(share);
   st.on_workers = std::move(on_workers);

@@ -302,6 +302,8 @@ std::vector<std::string> restart_needed(const router_config& a,
            a.session.ttl != b.session.ttl || a.session.cap != b.session.cap,
          "session-affinity/session-margin/session-ttl");
   differ(a.exhaustive != b.exhaustive, "router-search");
+  differ(a.worker_series_cap != b.worker_series_cap,
+         "metrics-worker-series-cap");
   return out;
 }
 

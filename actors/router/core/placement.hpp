@@ -159,6 +159,11 @@ struct router_config {
   /// reference the pruned search is tested and measured against. Round
   /// robin, random and a temperature score every rank anyway.
   bool exhaustive = false;
+  /// The router actor's metrics: (worker, rank) pairs that get series of
+  /// their own (--metrics-worker-series-cap); later ones are counted as
+  /// capped. Not the placement's concern: carried here with the rest of
+  /// what the router actor is given.
+  size_t worker_series_cap = 4096;
 };
 
 /// Copies the settings that may change while running (the selector's
