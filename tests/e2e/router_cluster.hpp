@@ -180,8 +180,18 @@ struct cluster {
           return f;
         }()));
     }
-    for (auto& s : sides)
-      REQUIRE(eventually([&] { return s->get("/ready") == 200; }, 10s));
+    for (auto& s : sides) {
+      bool ready = eventually([&] { return s->get("/ready") == 200; }, 10s);
+      if (!ready) { // what it says of itself, to find why next time
+        std::string health;
+        s->get("/health", &health);
+        auto out = s->proc ? s->proc->output() : std::string{};
+        if (out.size() > 4000)
+          out = out.substr(out.size() - 4000);
+        INFO("sidecar /health: " << health << "\nits log's end:\n" << out);
+        REQUIRE(ready);
+      }
+    }
     this->router_flags = router_flags;
     start_router(std::move(router_flags));
   }
