@@ -245,9 +245,7 @@ void http_session::on_header(error_code ec) {
       return refuse(http_refusal::too_many_connections, 503,
                     "too many connections");
   }
-  if (!parser_->is_done()) {
-    // A body follows: its share of the budget first, before any of it is
-    // read (or a 100 Continue invites it).
+  if (!parser_->is_done()) { // a body: its share of the budget comes first
     auto length = parser_->content_length();
     size_t bytes = length ? static_cast<size_t>(std::min<uint64_t>(
                               *length, core_->lim.body_bytes))
@@ -313,8 +311,7 @@ void http_session::refuse(http_refusal why, int status,
   keep_alive_ = false;
   flags_ = std::make_shared<http_exchange_flags>();
   auto r = http_error(status, message);
-  if (why == http_refusal::too_many_connections ||
-      why == http_refusal::body_budget)
+  if (status == 503) // too many connections, or bodies: soon again
     r.headers["Retry-After"] = "1";
   head_ = header_text(status, r.content_type, r.headers, r.body.size(), false);
   if (!head_only_)

@@ -152,17 +152,14 @@ struct router_config {
   std::chrono::milliseconds engine_load_fresh{3000};
   /// A shared booking never released is forgotten after this long.
   std::chrono::milliseconds remote_booking_ttl{std::chrono::minutes{30}};
-  /// Session affinity (--session-affinity, --session-margin,
-  /// --session-ttl).
+  /// Session affinity (--session-affinity, --session-margin, --session-ttl).
   session_config session;
   /// Score every eligible rank instead of only those that can win: the
   /// reference the pruned search is tested and measured against. Round
   /// robin, random and a temperature score every rank anyway.
   bool exhaustive = false;
-  /// The router actor's metrics: (worker, rank) pairs that get series of
-  /// their own (--metrics-worker-series-cap); later ones are counted as
-  /// capped. Not the placement's concern: carried here with the rest of
-  /// what the router actor is given.
+  /// Not the placement's: the (worker, rank) pairs with series of their
+  /// own on the router actor's metrics (--metrics-worker-series-cap).
   size_t worker_series_cap = 4096;
 };
 
