@@ -1,6 +1,7 @@
 #include "actors/sidecar/engine_load.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
@@ -37,8 +38,7 @@ runtime::counter& reports(const char* outcome) {
 struct engine_load_gauges::impl {
   std::chrono::milliseconds interval;
   std::unique_ptr<oe::Control::Stub> stub;
-  std::chrono::steady_clock::time_point last_ok{};
-  bool answered = false;
+  std::optional<std::chrono::steady_clock::time_point> last_ok; // none yet
   runtime::gauge* age = nullptr;
 
   // One report into the gauges.
@@ -120,7 +120,6 @@ void engine_load_gauges::run() {
       reports("ok").inc();
       p.take(out);
       p.last_ok = now;
-      p.answered = true;
       warned = false;
     } else if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       reports("unimplemented").inc();
@@ -133,8 +132,8 @@ void engine_load_gauges::run() {
     } else {
       reports("failed").inc();
     }
-    if (p.answered)
-      p.age->set(std::chrono::duration<double>(now - p.last_ok).count());
+    if (p.last_ok)
+      p.age->set(std::chrono::duration<double>(now - *p.last_ok).count());
     std::unique_lock<std::mutex> lock{mtx_};
     if (wake_.wait_for(lock, wait, [&] { return stopping_; }))
       return;
