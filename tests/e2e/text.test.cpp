@@ -295,8 +295,10 @@ TEST_CASE("chat without a chat template says so, and --chat-template gives "
                         dir.str() + "/broken.jinja", "--http-port", "0",
                         "--system-port", "0"}};
   // It loads the 150,000-token tokenizer before it reads the template:
-  // under ASan on a busy machine that took more than 20 s (scripts/stress-test).
-  CHECK(broken.wait(30s * time_allowance) == 2);
+  // under ASan on a busy machine that took more than 20 s
+  // (scripts/stress-test).
+  CHECK(broken.wait(std::chrono::milliseconds{
+          static_cast<long>(30000 * time_allowance)}) == 2);
   CHECK(broken.output().find("--chat-template") != std::string::npos);
 }
 
