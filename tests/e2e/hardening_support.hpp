@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include <catch2/catch.hpp>
+
 #include "tests/e2e/sidecar_process.hpp"
 #include "tests/e2e/sim_process.hpp"
 #include "vllm.grpc.pb.h"
@@ -26,7 +28,9 @@ inline bool indexed(const sidecar_process& side, uint32_t first, size_t n) {
 }
 
 /// Runs a 13-token prompt (three 4-token blocks) from `first` on the
-/// engine; true when it was served.
+/// engine; true when it was served. When it was not, the engine's status
+/// and the end of its log go with the next assertion (row 2 failed once
+/// here, on a busy machine, with nothing to say why).
 inline bool prompt(const sim_process& sim, uint32_t first) {
   auto stub = vllm::Inference::NewStub(sim.channel());
   grpc::ClientContext ctx;
@@ -36,7 +40,17 @@ inline bool prompt(const sim_process& sim, uint32_t first) {
     req.mutable_token_ids()->add_ids(first + i);
   req.mutable_stopping()->set_max_new_tokens(2);
   vllm::GenerateResponse resp;
-  return stub->Generate(&ctx, req, &resp).ok();
+  auto st = stub->Generate(&ctx, req, &resp);
+  if (!st.ok()) {
+    auto log = sim.proc ? sim.proc->output() : std::string{};
+    if (log.size() > 3000)
+      log = log.substr(log.size() - 3000);
+    UNSCOPED_INFO("Generate of the prompt from "
+                  << first << ": status " << st.error_code() << " '"
+                  << st.error_message() << "'; the engine's log ends:\n"
+                  << log);
+  }
+  return st.ok();
 }
 
 } // namespace outrider::test
