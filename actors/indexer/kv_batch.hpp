@@ -18,6 +18,9 @@ struct kv_batch {
   /// The sidecar's event-plane position: 1, 2, ... over every rank, set by
   /// the event hub (0 elsewhere).
   uint64_t position = 0;
+  /// When the event hub numbered it (ns since the Unix epoch; 0 for a
+  /// snapshot's batches): routers measure the event plane's lag from it.
+  uint64_t unix_nanos = 0;
 };
 
 /// Receives everything the indexer applied, in order (the event plane to

@@ -1,5 +1,6 @@
 #include "actors/sidecar/event_hub.hpp"
 
+#include <chrono>
 #include <random>
 
 namespace outrider::sidecar {
@@ -64,6 +65,10 @@ void event_hub::on_batch(const indexer::kv_batch& b) {
   auto copy = std::make_shared<indexer::kv_batch>(b);
   std::lock_guard<std::mutex> guard{mtx_};
   copy->position = ++position_;
+  copy->unix_nanos =
+    static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count());
   batch_ptr ptr = std::move(copy);
   auto& kept = kept_[b.rank];
   // A reset (all cleared) makes older history useless for resuming.

@@ -18,6 +18,7 @@ constexpr auto heartbeat_every = std::chrono::seconds{1};
 void batch_to_proto(const indexer::kv_batch& b,
                     openengine::v1::KvEventBatch* out) {
   out->set_sequence_number(b.seq);
+  out->set_timestamp_unix_nanos(b.unix_nanos);
   out->set_data_parallel_rank(static_cast<uint32_t>(b.rank));
   for (const auto& ev : b.events)
     kv::to_proto(ev, out->add_events());

@@ -31,8 +31,10 @@ class control final : public oe::Control::WithCallbackMethod_SubscribeKvEvents<
  public:
   explicit control(relay::impl& r) : r_(r) {}
 
-  Status GetServerInfo(ServerContext*, const oe::GetServerInfoRequest*,
+  Status GetServerInfo(ServerContext* ctx, const oe::GetServerInfoRequest*,
                        oe::ServerInfo* out) override {
+    if (auto refused = r_.misaddressed(ctx->client_metadata()))
+      return *refused;
     engine::engine_info info;
     if (auto err = r_.server_info(info))
       return {StatusCode::UNAVAILABLE, describe(err)};
@@ -63,8 +65,10 @@ class control final : public oe::Control::WithCallbackMethod_SubscribeKvEvents<
     return Status::OK;
   }
 
-  Status GetLoad(ServerContext*, const oe::GetLoadRequest* in,
+  Status GetLoad(ServerContext* ctx, const oe::GetLoadRequest* in,
                  oe::LoadInfo* out) override {
+    if (auto refused = r_.misaddressed(ctx->client_metadata()))
+      return *refused;
     if (r_.resolve() == dialect::openengine) {
       grpc::ClientContext ectx;
       ectx.set_deadline(std::chrono::system_clock::now() +
@@ -85,8 +89,10 @@ class control final : public oe::Control::WithCallbackMethod_SubscribeKvEvents<
     return Status::OK;
   }
 
-  Status Abort(ServerContext*, const oe::AbortRequest* in,
+  Status Abort(ServerContext* ctx, const oe::AbortRequest* in,
                oe::AbortResponse* out) override {
+    if (auto refused = r_.misaddressed(ctx->client_metadata()))
+      return *refused;
     if (in->target_case() != oe::AbortRequest::kRequestId)
       return {StatusCode::UNIMPLEMENTED, "only aborts by request_id"};
     caf::error err;

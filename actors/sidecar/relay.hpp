@@ -22,6 +22,9 @@ namespace outrider::sidecar {
 
 struct relay_config {
   std::string listen; // host:port for routers
+  /// The worker this sidecar registers: a router's call naming another
+  /// (`x-outrider-worker`, a stale or crossed record) is refused.
+  std::string worker_id;
   std::string engine_endpoint;
   std::string engine_protocol; // auto, openengine, vllm
   std::shared_ptr<event_hub> hub;

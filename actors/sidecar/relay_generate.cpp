@@ -240,6 +240,8 @@ class generate_service final : public oe::Inference::CallbackService {
                             std::to_string(r_.cfg.max_streams) +
                             " streams already (--relay-max-streams)"});
     }
+    if (auto status = r_.misaddressed(ctx->client_metadata()))
+      return new refused(std::move(*status));
     // The rank and priority are read once, here, as numbers: garbage is
     // refused, never read as rank 0.
     std::string why;

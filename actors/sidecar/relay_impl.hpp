@@ -4,12 +4,15 @@
 
 #include <atomic>
 #include <mutex>
+#include <optional>
+#include <string_view>
 
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/sidecar/relay.hpp"
 #include "cluster/engine/engine_adapter.hpp"
+#include "cluster/engine/engine_call.hpp"
 #include "cluster/engine/vocabulary.hpp"
 #include "openengine.grpc.pb.h"
 #include "runtime/metrics.hpp"
@@ -26,6 +29,7 @@ struct relay_metrics {
   runtime::gauge& inflight;
   runtime::counter& tokens;
   runtime::histogram& token_latency;
+  runtime::counter& misaddressed;
 
   static relay_metrics make() {
     auto& m = runtime::global_metrics();
@@ -45,7 +49,10 @@ struct relay_metrics {
       m.get_histogram("outrider_relay_token_latency_seconds",
                       "Time the relay adds to each streamed token",
                       {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
-                       0.001, 0.0025, 0.005, 0.01, 0.05})};
+                       0.001, 0.0025, 0.005, 0.01, 0.05}),
+      m.get_counter("outrider_relay_misaddressed_total",
+                    "Router calls refused because they name another worker "
+                    "(a stale or crossed discovery record)")};
   }
 };
 
@@ -83,6 +90,25 @@ struct relay::impl {
         fixed != engine::dialect::unknown)
       return fixed;
     return engine_dialect;
+  }
+
+  /// A router's call that names another worker than this sidecar's
+  /// (`x-outrider-worker`): the status to refuse it with (counted), else
+  /// nullopt. A call naming no worker (an older router, a tool) passes.
+  std::optional<grpc::Status>
+  misaddressed(const std::multimap<grpc::string_ref, grpc::string_ref>& md) {
+    auto it = md.find(engine::worker_key);
+    if (it == md.end() || cfg.worker_id.empty() ||
+        std::string_view(it->second.data(), it->second.size()) == cfg.worker_id)
+      return std::nullopt;
+    m.misaddressed.inc();
+    // Whatever the caller sent, at most 64 bytes of it go into the answer.
+    std::string named(it->second.data(),
+                      std::min<size_t>(it->second.size(), 64));
+    return grpc::Status{grpc::StatusCode::FAILED_PRECONDITION,
+                        "this relay serves worker '" + cfg.worker_id +
+                          "', not '" + named +
+                          "': the record that led here is stale or crossed"};
   }
 
   void abort_on_engine(const std::string& id) {

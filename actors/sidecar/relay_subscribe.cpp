@@ -178,6 +178,8 @@ class refused final : public grpc::ServerWriteReactor<response> {
 grpc::ServerWriteReactor<response>*
 subscribe_kv_events(relay::impl& r, grpc::CallbackServerContext* ctx,
                     const oe::SubscribeKvEventsRequest& in) {
+  if (auto status = r.misaddressed(ctx->client_metadata()))
+    return new refused(std::move(*status));
   std::set<int> ranks(in.data_parallel_ranks().begin(),
                       in.data_parallel_ranks().end());
   auto sub = std::make_shared<kv_subscription>(ranks, subscriber_capacity);

@@ -140,6 +140,7 @@ void start_relay(runtime::role_env& ctx, const sidecar_settings& s,
                  std::shared_ptr<std::atomic<int64_t>> grace_ms) {
   relay_config rcfg;
   rcfg.listen = s.relay_host + ":" + std::to_string(s.relay_port);
+  rcfg.worker_id = s.worker_id;
   rcfg.engine_endpoint = cfg.engine_endpoint;
   rcfg.engine_protocol = cfg.engine_protocol;
   rcfg.hub = std::move(hub);

@@ -222,6 +222,8 @@ void start_generate(const std::shared_ptr<grpc::Channel>& ch, dialect d,
                     grpc::ClientContext& ctx, generate_sink& sink) {
   if (target.hops > 0)
     ctx.AddMetadata(hops_key, std::to_string(target.hops));
+  if (!target.worker.empty())
+    ctx.AddMetadata(worker_key, target.worker);
   if (!target.traceparent.empty()) {
     ctx.AddMetadata("traceparent", target.traceparent);
     if (!target.tracestate.empty())

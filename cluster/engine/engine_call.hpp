@@ -47,10 +47,20 @@ struct call_target {
   /// whoever starts a span under it parses it (cluster/trace).
   std::string traceparent;
   std::string tracestate;
+  /// The worker meant, when the call goes to a relay (`worker_key`); empty
+  /// for an engine. Never read from a call's metadata: a relay checks it
+  /// and does not pass it on.
+  std::string worker;
 };
 
 /// The metadata key of `call_target::hops`.
 inline constexpr const char* hops_key = "x-outrider-hops";
+/// The metadata key naming the worker a router means when it calls a
+/// sidecar's relay (the worker id of the record it read the relay from): a
+/// relay serving another worker refuses the call with FAILED_PRECONDITION,
+/// so a stale or crossed record never has one worker's events or requests
+/// taken for another's. Relays read it; engines are never sent it.
+inline constexpr const char* worker_key = "x-outrider-worker";
 
 /// The target of a call that arrived with `metadata` (its `openengine-*`
 /// pairs and `x-outrider-hops`; others are ignored). A rank that is not a

@@ -116,23 +116,6 @@ TEST_CASE("row 3: a bogus far-ahead sequence from an engine with no replay "
   CHECK(side->get("/ready") == 200);
 }
 
-namespace {
-
-// A copy of worker-0's record under another id, its relay at `relay`.
-void plant_record(const cluster& c, const std::string& id,
-                  const std::string& relay) {
-  std::ifstream in{c.discovery.path / "worker-0.json"};
-  auto rec = nlohmann::json::parse(in);
-  rec["worker_id"] = id;
-  rec["instance_id"] = id;
-  rec["relay_endpoint"] = relay;
-  std::ofstream{c.discovery.path / (id + ".json.tmp")} << rec.dump() << "\n";
-  std::filesystem::rename(c.discovery.path / (id + ".json.tmp"),
-                          c.discovery.path / (id + ".json"));
-}
-
-} // namespace
-
 TEST_CASE("row 8: a worker record naming the router itself, or a call that "
           "already passed a router, ends at once, never nested") {
   cluster c{1, {}, {"--request-timeout", "20s"}};

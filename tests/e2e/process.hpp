@@ -61,6 +61,11 @@ inline const double rss_allowance = sanitized_binaries() ? 2.0 : 1.0;
 /// Sanitizers run code several times slower: latency bounds measured on a
 /// real build are multiplied by this with sanitized binaries.
 inline const double time_allowance = sanitized_binaries() ? 3.0 : 1.0;
+/// `base` times time_allowance, as a timeout.
+inline std::chrono::milliseconds allowed(std::chrono::milliseconds base) {
+  return std::chrono::milliseconds{
+    static_cast<long>(static_cast<double>(base.count()) * time_allowance)};
+}
 
 /// A field of /proc/PID/status as a number (Threads; VmRSS in kB), or -1.
 long proc_status(pid_t pid, const std::string& field);

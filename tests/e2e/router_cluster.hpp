@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -224,6 +226,20 @@ struct cluster {
     return complete_on(http_port, prompt, max_tokens);
   }
 };
+
+// A copy of worker-0's record under another id, its relay at `relay`
+// (a planted, copied or stale record).
+inline void plant_record(const cluster& c, const std::string& id,
+                         const std::string& relay) {
+  std::ifstream in{c.discovery.path / "worker-0.json"};
+  auto rec = nlohmann::json::parse(in);
+  rec["worker_id"] = id;
+  rec["instance_id"] = id;
+  rec["relay_endpoint"] = relay;
+  std::ofstream{c.discovery.path / (id + ".json.tmp")} << rec.dump() << "\n";
+  std::filesystem::rename(c.discovery.path / (id + ".json.tmp"),
+                          c.discovery.path / (id + ".json"));
+}
 
 } // namespace outrider::test
 

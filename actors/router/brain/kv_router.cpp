@@ -1,5 +1,7 @@
 #include "actors/router/brain/kv_router.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <random>
 
@@ -20,6 +22,10 @@ struct router_stats {
   runtime::counter* decisions = nullptr;
   runtime::counter* prompt_blocks = nullptr;
   runtime::counter* cached_blocks = nullptr;
+  // The decision itself (placement::place on the actor's thread), and how
+  // long a KV batch took from its publisher to the index.
+  runtime::histogram* decision_seconds = nullptr;
+  runtime::histogram* event_lag = nullptr;
   struct load_gauges {
     runtime::gauge* prefill = nullptr;
     runtime::gauge* decode = nullptr;
@@ -70,6 +76,14 @@ struct router_stats {
     s.cached_blocks =
       &m.get_counter("outrider_router_cached_blocks_total",
                      "Of those, blocks the chosen rank already held");
+    s.decision_seconds = &m.get_histogram(
+      "outrider_router_decision_seconds",
+      "Time to place one request (match and select, on the router actor)",
+      {1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 1e-2});
+    s.event_lag = &m.get_histogram(
+      "outrider_router_kv_event_lag_seconds",
+      "From a KV batch's publisher (its timestamp) to the router's index",
+      {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5});
     auto skipped = [&](const char* reason) {
       return skipped_counter{
         &m.get_counter("outrider_router_index_skipped_blocks_total",
@@ -259,6 +273,16 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
         st.stats.events_dropped->inc();
         return;
       }
+      if (ev->sent_unix_nanos > 0) {
+        auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+        // Clocks of other hosts may run ahead: a negative lag counts as 0.
+        st.stats.event_lag->observe(
+          static_cast<double>(std::max<int64_t>(
+            0, now - static_cast<int64_t>(ev->sent_unix_nanos))) /
+          1e9);
+      }
       st.stats.show_load(*st.core, *slot);
       st.stats.index_entries->set(
         static_cast<double>(st.core->index_entries()));
@@ -266,7 +290,11 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
     },
     [=](place_atom, const std::shared_ptr<const route_request>& req) {
       auto& st = self->state;
+      auto t0 = std::chrono::steady_clock::now();
       auto d = st.core->place(*req);
+      st.stats.decision_seconds->observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count());
       if (d.ok) {
         tell(self, note_op::add, d.key, req.get());
         st.stats.show_load(*st.core, d.slot);

@@ -114,6 +114,9 @@ struct worker_events {
   int rank = 0;
   bool reset = false; // forget the rank first (a new subscription)
   std::vector<kv::kv_event> events;
+  /// When the publisher sent the batch (ns since the Unix epoch; 0: not
+  /// said): the router's event lag is measured from it.
+  uint64_t sent_unix_nanos = 0;
 };
 
 /// The load a (worker, rank) carries, as the router booked it.

@@ -226,6 +226,8 @@ class attempts::call final : public engine::generate_sink {
     if (d_.priority != 0)
       target.priority = d_.priority;
     target.hops = 1; // a router's call (routers refuse calls that passed one)
+    if (!direct)
+      target.worker = d_.worker_id; // the relay checks it serves this worker
     span_ = owner_->child("router.attempt", trace::span_kind::client);
     span_.set("outrider.attempt", int64_t{attempt_})
       .set("outrider.worker_id", d_.worker_id)

@@ -112,6 +112,7 @@ void prefill_leg::run(const std::vector<uint32_t>& tokens,
              static_cast<int64_t>(preq->tokens.size()));
       engine::call_target target{
         static_cast<uint32_t>(p.rank), std::nullopt, {}, 1};
+      target.worker = p.worker_id; // the relay checks it serves this worker
       if (const auto& tc = span->context(); tc.valid()) {
         target.traceparent = trace::traceparent_of(tc);
         target.tracestate = tc.state;

@@ -170,6 +170,7 @@ void kv_follower::deliver(int rank, bool reset, const oe::KvEventBatch& batch) {
   ev->worker_id = record_.worker_id;
   ev->rank = rank;
   ev->reset = reset;
+  ev->sent_unix_nanos = batch.timestamp_unix_nanos();
   for (const auto& e : batch.events()) {
     if (auto k = kv::from_proto(e))
       ev->events.push_back(std::move(*k));
@@ -201,7 +202,8 @@ void kv_follower::maybe_start() {
   }
   resyncs(snap->reason).inc();
   auto ctx = open_kv_stream(
-    channel_, std::chrono::system_clock::now() + snapshot_deadline,
+    channel_, record_.worker_id,
+    std::chrono::system_clock::now() + snapshot_deadline,
     {[snap](const kv_metadata& md) {
        auto epoch = metadata_number(md, kv::kv_epoch_key);
        auto position = metadata_number(md, kv::kv_position_key);

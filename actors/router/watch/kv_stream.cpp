@@ -1,5 +1,6 @@
 #include "actors/router/watch/kv_stream.hpp"
 
+#include "cluster/engine/engine_call.hpp"
 #include "openengine.grpc.pb.h"
 
 namespace outrider::router {
@@ -59,11 +60,11 @@ class kv_stream final
 
 } // namespace
 
-std::shared_ptr<grpc::ClientContext>
-open_kv_stream(const std::shared_ptr<grpc::Channel>& channel,
-               std::chrono::system_clock::time_point deadline,
-               kv_stream_calls calls) {
+std::shared_ptr<grpc::ClientContext> open_kv_stream(
+  const std::shared_ptr<grpc::Channel>& channel, const std::string& worker,
+  std::chrono::system_clock::time_point deadline, kv_stream_calls calls) {
   auto ctx = std::make_shared<grpc::ClientContext>();
+  ctx->AddMetadata(engine::worker_key, worker);
   if (deadline != std::chrono::system_clock::time_point::max())
     ctx->set_deadline(deadline);
   new kv_stream(channel, ctx, std::move(calls));

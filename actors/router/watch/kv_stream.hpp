@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
@@ -30,11 +31,11 @@ struct kv_stream_calls {
 /// Opens `SubscribeKvEvents(include_snapshot)` on gRPC's callback API: the
 /// call holds no thread, so a router's threads do not grow with its
 /// workers. Returns the call's context: `TryCancel` ends it (`done` still
-/// follows). `calls.done` may run before this returns.
-std::shared_ptr<grpc::ClientContext>
-open_kv_stream(const std::shared_ptr<grpc::Channel>& channel,
-               std::chrono::system_clock::time_point deadline,
-               kv_stream_calls calls);
+/// follows). `calls.done` may run before this returns. `worker` is the
+/// record's worker id, sent for the relay to check it serves that worker.
+std::shared_ptr<grpc::ClientContext> open_kv_stream(
+  const std::shared_ptr<grpc::Channel>& channel, const std::string& worker,
+  std::chrono::system_clock::time_point deadline, kv_stream_calls calls);
 
 /// Counts an owner's calls and timers in flight, so that it can wait, when
 /// it goes, until none of them can call it any more.

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "cluster/engine/engine_call.hpp"
 #include "cluster/tls.hpp"
 #include "openengine.grpc.pb.h"
 
@@ -79,6 +80,7 @@ void load_poller::poll(const std::string& id, const std::string& endpoint) {
     return;
   auto* call = new load_call;
   call->ctx.set_deadline(std::chrono::system_clock::now() + every_);
+  call->ctx.AddMetadata(engine::worker_key, id); // the relay checks it
   call->req.set_include_per_rank(true);
   ++*in_flight_;
   t->stub->async()->GetLoad(

@@ -74,7 +74,7 @@ struct worker_watcher::subscription
     seen.clear(); // no read of the last call is left
     auto self = shared_from_this();
     auto ctx = open_kv_stream(
-      channel, std::chrono::system_clock::time_point::max(),
+      channel, worker_id, std::chrono::system_clock::time_point::max(),
       {[self](const kv_metadata& md) { return self->answered(md); },
        [self](oe::SubscribeKvEventsResponse& r) { return self->on(r); },
        [self](const grpc::Status& st) { self->closed(st); }});
@@ -119,6 +119,7 @@ struct worker_watcher::subscription
     ev->worker_id = worker_id;
     ev->rank = static_cast<int>(resp.batch().data_parallel_rank());
     ev->reset = seen.insert(ev->rank).second;
+    ev->sent_unix_nanos = resp.batch().timestamp_unix_nanos();
     for (const auto& e : resp.batch().events()) {
       if (auto k = kv::from_proto(e))
         ev->events.push_back(std::move(*k));
