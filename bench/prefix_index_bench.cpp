@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <malloc.h>
 #include <random>
+#include <string>
 #include <unordered_set>
 #include <vector>
 
@@ -37,6 +38,9 @@ int main(int argc, char** argv) {
     workers = std::atoi(argv[1]);
     blocks_per_worker = std::strtoul(argv[2], nullptr, 10);
   }
+  // "unique": each cached prompt's last 96 blocks are the worker's own (as
+  // a fleet's churn is), so most blocks have one holder.
+  bool unique = argc > 3 && std::string(argv[3]) == "unique";
   std::mt19937_64 rng{42};
   // 400 prompts of 128 blocks; each shares its first 32 blocks with the
   // other prompts of its group of 8 (system prompts, few-shot examples).
@@ -61,6 +65,9 @@ int main(int argc, char** argv) {
       kv::block_stored s;
       s.block_size = block_size;
       s.token_ids = p;
+      if (unique)
+        for (size_t i = 32 * block_size; i < s.token_ids.size(); ++i)
+          s.token_ids[i] = static_cast<uint32_t>(rng() % 32000);
       for (size_t b = 0; b < prompt_blocks; ++b)
         s.block_hashes.push_back(engine_hash++);
       block_events += prompt_blocks;

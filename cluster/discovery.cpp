@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
@@ -143,8 +144,16 @@ std::vector<worker_record> file_discovery::list(size_t* invalid) {
   std::vector<worker_record> out;
   size_t bad = 0;
   std::error_code ec;
-  auto now = fs::file_time_type::clock::now();
+  timespec now_ts{};
+  clock_gettime(CLOCK_REALTIME, &now_ts);
+  auto ns = [](const timespec& t) {
+    return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+  };
+  const int64_t now = ns(now_ts);
+  const int64_t ttl_ns =
+    std::chrono::duration_cast<std::chrono::nanoseconds>(ttl_).count();
   std::lock_guard<std::mutex> guard{last_mtx_};
+  std::map<std::string, parsed_file> parsed;
   auto steady_now = std::chrono::steady_clock::now();
   // Out of descriptors or memory: nothing is known about the file.
   auto transient = [](int e) {
@@ -156,11 +165,19 @@ std::vector<worker_record> file_discovery::list(size_t* invalid) {
     if (p.extension() != ".json")
       continue;
     std::error_code fec;
-    auto mtime = fs::last_write_time(p, fec);
-    if (fec)
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0)
       continue; // vanished meanwhile
-    if (now - mtime > ttl_) {
+    if (now - ns(st.st_mtim) > ttl_ns) {
       fs::remove(p, fec); // stale: anyone may remove it
+      continue;
+    }
+    auto name = p.stem().string();
+    if (auto k = parsed_.find(name);
+        k != parsed_.end() && k->second.inode == st.st_ino &&
+        k->second.size == st.st_size && k->second.ctime_ns == ns(st.st_ctim)) {
+      out.push_back(k->second.record);
+      parsed.insert(parsed_.extract(k));
       continue;
     }
     std::string text;
@@ -168,7 +185,7 @@ std::vector<worker_record> file_discovery::list(size_t* invalid) {
     if (!read_record_file(p.string(), text)) {
       if (transient(errno)) {
         read_errors.inc();
-        if (auto k = last_.find(p.stem().string()); k != last_.end())
+        if (auto k = last_.find(name); k != last_.end())
           out.push_back(k->second);
         continue;
       }
@@ -177,12 +194,21 @@ std::vector<worker_record> file_discovery::list(size_t* invalid) {
     }
     std::string why;
     auto r = record_from_json(text, &why);
-    if (!r || r->worker_id != p.stem().string()) {
+    if (!r || r->worker_id != name) {
       ++bad;
       continue;
     }
+    parsed[name] =
+      parsed_file{static_cast<uint64_t>(st.st_ino),
+                  static_cast<int64_t>(st.st_size), ns(st.st_ctim), *r};
     out.push_back(std::move(*r));
   }
+  // Files gone (or unreadable now) are forgotten: the cache holds at most
+  // what the directory does.
+  if (!ec)
+    parsed_.swap(parsed);
+  else
+    parsed_.merge(parsed);
   if (invalid)
     *invalid = bad;
   if (ec) {
@@ -208,9 +234,12 @@ void file_discovery::wait_for_change(std::chrono::milliseconds timeout) {
   if (inotify_fd_ < 0) {
     inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (inotify_fd_ >= 0)
+      // Not IN_ATTRIB: a lease's touch changes no record (10,000 workers
+      // touch their files every few seconds); a record that went stale and
+      // came back is seen by the next listing, at most `timeout` later.
       inotify_add_watch(inotify_fd_, dir_.c_str(),
                         IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM |
-                          IN_CLOSE_WRITE | IN_ATTRIB);
+                          IN_CLOSE_WRITE);
   }
   // Without inotify (no descriptor left) the wait is the timeout, still
   // ended by `wake`.

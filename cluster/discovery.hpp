@@ -79,6 +79,19 @@ class file_discovery final : public discovery {
   std::mutex last_mtx_;
   std::map<std::string, worker_record> last_;       // guarded by last_mtx_
   std::chrono::steady_clock::time_point last_ok_{}; // guarded by last_mtx_
+  // Each record file as last parsed, by name, with what identifies its
+  // contents: a record is rewritten by rename (a new inode) and a lease is
+  // a touch (a new ctime), so a file whose inode, size and ctime are the
+  // same is not read again. A fleet of 10,000 workers is 10,000 files
+  // listed on every change; reading and parsing each every time made the
+  // router's join of N workers O(N^2).
+  struct parsed_file {
+    uint64_t inode = 0;
+    int64_t size = 0;
+    int64_t ctime_ns = 0;
+    worker_record record;
+  };
+  std::map<std::string, parsed_file> parsed_; // guarded by last_mtx_
 };
 
 /// In-process discovery (role `all`, tests).

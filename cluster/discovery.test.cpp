@@ -122,6 +122,36 @@ TEST_CASE("stale records are dropped and removed by whoever lists") {
   CHECK(disc.list().size() == 1);
 }
 
+TEST_CASE("a listing sees every change to a record it read before") {
+  temp_dir d;
+  file_discovery disc{d.path.string(), 10s};
+  auto r = record("w");
+  r.instance_id = "instance-a";
+  REQUIRE_FALSE(disc.put(r));
+  REQUIRE(disc.list().at(0).instance_id == "instance-a");
+  // Rewritten (a rename: another inode), the same size.
+  r.instance_id = "instance-b";
+  REQUIRE_FALSE(disc.put(r));
+  CHECK(disc.list().at(0).instance_id == "instance-b");
+  // Written in place, the same size (the same inode, a new ctime).
+  r.instance_id = "instance-c";
+  std::ofstream(d.path / "w.json", std::ios::trunc) << to_json(r);
+  CHECK(disc.list().at(0).instance_id == "instance-c");
+  // A lease's touch: still listed, as it was.
+  REQUIRE_FALSE(disc.keep_alive("w"));
+  CHECK(disc.list().at(0).instance_id == "instance-c");
+  // Broken in place: skipped, not served from what was read before.
+  std::ofstream(d.path / "w.json", std::ios::trunc) << "{not json";
+  size_t invalid = 0;
+  CHECK(disc.list(&invalid).empty());
+  CHECK(invalid == 1);
+  // Removed, then written again.
+  fs::remove(d.path / "w.json");
+  CHECK(disc.list().empty());
+  REQUIRE_FALSE(disc.put(r));
+  CHECK(disc.list().size() == 1);
+}
+
 TEST_CASE("malformed records are skipped and counted") {
   temp_dir d;
   file_discovery disc{d.path.string(), 10s};

@@ -37,14 +37,10 @@ void prefix_index::add_holder(uint64_t seq, slot_id slot) {
     return;
   }
   h.insert(pos, holder{slot, 1});
-  if (slot < 64) {
+  if (slot < 64)
     ref.mask0 |= uint64_t{1} << slot;
-  } else {
-    auto w = slot / 64 - 1;
-    if (e.mask_hi.size() <= w)
-      e.mask_hi.resize(w + 1, 0);
-    e.mask_hi[w] |= uint64_t{1} << (slot % 64);
-  }
+  else
+    e.hi.set(slot);
   ++entries_count_;
 }
 
@@ -62,7 +58,7 @@ void prefix_index::drop_holder(uint64_t seq, slot_id slot) {
     if (slot < 64)
       ref->mask0 &= ~(uint64_t{1} << slot);
     else
-      e.mask_hi[slot / 64 - 1] &= ~(uint64_t{1} << (slot % 64));
+      e.hi.clear(slot);
     --entries_count_;
   }
   if (h.empty()) {
@@ -133,9 +129,7 @@ bool prefix_index::holds(uint64_t key, slot_id slot) const {
     return false;
   if (slot < 64)
     return (ref->mask0 >> slot) & 1;
-  const auto& hi = entries_[ref->entry].mask_hi;
-  auto w = slot / 64 - 1;
-  return w < hi.size() && ((hi[w] >> (slot % 64)) & 1);
+  return entries_[ref->entry].hi.test(slot);
 }
 
 void prefix_index::set_cap(slot_id slot, size_t cap) {

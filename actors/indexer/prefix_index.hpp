@@ -9,6 +9,7 @@
 #include "actors/indexer/flat_table.hpp"
 #include "actors/indexer/key_bits.hpp"
 #include "actors/indexer/match_groups.hpp"
+#include "actors/indexer/slot_words.hpp"
 #include "cluster/kv/kv_event.hpp"
 
 namespace outrider::indexer {
@@ -100,11 +101,12 @@ class prefix_index {
   // Per distinct block: (slot, how many of the slot's engine blocks map to
   // it), sorted by slot. Engines may hold the same tokens under several
   // hashes (salts, duplicates): the slot keeps the block until the last goes.
-  // The slots beyond the first 64 as bitmask words.
+  // The slots beyond the first 64 as sparse bitmask words (slot_words): a
+  // block one high slot holds costs one word, not one per 64 slots below.
   using holder = std::pair<slot_id, uint32_t>;
   struct block_entry {
     std::vector<holder> holders;
-    std::vector<uint64_t> mask_hi;
+    slot_words hi;
   };
   // Sequence hash -> the first 64 slots as a bitmask (matching by AND stays
   // in this flat table) and the block's entry.

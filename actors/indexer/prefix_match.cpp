@@ -9,59 +9,8 @@ namespace outrider::indexer {
 std::vector<overlap>
 prefix_index::find_matches(const std::vector<uint64_t>& seq_hashes) const {
   std::vector<overlap> out;
-  if (seq_hashes.empty())
-    return out;
-  const auto* first = table_.find(seq_hashes[0]);
-  if (!first)
-    return out;
-  // The slots still matching, as a bitmask; a slot whose bit drops at
-  // `depth` holds `depth` blocks. Word 0 lives in the table itself.
-  const auto& hi0 = entries_[first->entry].mask_hi;
-  size_t words = 1 + hi0.size();
-  uint64_t inline_words[4];
-  std::vector<uint64_t> heap_words;
-  uint64_t* active = inline_words;
-  if (words > 4) {
-    heap_words.resize(words);
-    active = heap_words.data();
-  }
-  active[0] = first->mask0;
-  for (size_t w = 1; w < words; ++w)
-    active[w] = hi0[w - 1];
-  size_t holders = 0;
-  for (size_t w = 0; w < words; ++w)
-    holders += static_cast<size_t>(__builtin_popcountll(active[w]));
-  out.reserve(holders);
-  auto emit = [&](size_t word, uint64_t bits, uint32_t depth) {
-    while (bits) {
-      auto bit = static_cast<uint32_t>(__builtin_ctzll(bits));
-      out.push_back(overlap{static_cast<slot_id>(word * 64 + bit), depth});
-      bits &= bits - 1;
-    }
-  };
-  uint32_t depth = 1;
-  bool any = true;
-  for (; depth < seq_hashes.size() && any; ++depth) {
-    const auto* ref = table_.find(seq_hashes[depth]);
-    any = false;
-    for (size_t w = 0; w < words; ++w) {
-      uint64_t keep = 0;
-      if (ref) {
-        if (w == 0) {
-          keep = active[0] & ref->mask0;
-        } else {
-          const auto& hi = entries_[ref->entry].mask_hi;
-          if (w - 1 < hi.size())
-            keep = active[w] & hi[w - 1];
-        }
-      }
-      emit(w, active[w] & ~keep, depth);
-      active[w] = keep;
-      any |= keep != 0;
-    }
-  }
-  for (size_t w = 0; w < words; ++w)
-    emit(w, active[w], depth);
+  for (const auto& g : find_groups(seq_hashes).groups)
+    g.each([&](uint32_t slot) { out.push_back(overlap{slot, g.blocks}); });
   return out;
 }
 
@@ -70,27 +19,30 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
   match_groups out;
   if (seq_hashes.empty())
     return out;
-  // The masks of one block: the index's word w, and the other source's.
+  // The masks of one block: the index's (word 0 in the table, the others
+  // sparse in its entry), and the other source's.
   struct masks {
     const block_ref* ref = nullptr;
-    const std::vector<uint64_t>* hi = nullptr;
+    const slot_words* hi = nullptr;
     const key_bits::words* extra = nullptr;
   };
   auto masks_of = [&](uint64_t key) {
     masks m;
     m.ref = table_.find(key);
     if (m.ref)
-      m.hi = &entries_[m.ref->entry].mask_hi;
+      m.hi = &entries_[m.ref->entry].hi;
     if (also)
       m.extra = also->find(key);
     return m;
   };
-  auto index_word = [](const masks& m, uint32_t w) -> uint64_t {
-    if (!m.ref)
+  // The bits of word `w` in a sorted sparse list, reading on from `*x`
+  // (the words asked for come in increasing order: a merge, not a search).
+  auto merged = [](const slot_words* ws, size_t& x, uint32_t w) -> uint64_t {
+    if (!ws)
       return 0;
-    if (w == 0)
-      return m.ref->mask0;
-    return w - 1 < m.hi->size() ? (*m.hi)[w - 1] : 0;
+    while (x < ws->size() && (*ws)[x].first < w)
+      ++x;
+    return x < ws->size() && (*ws)[x].first == w ? (*ws)[x].second : 0;
   };
   // Per 64-slot word still matching: the slots whose index run goes on,
   // and those whose run in the other source does. Only such words are
@@ -105,9 +57,8 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
   if (first.ref) {
     if (first.ref->mask0)
       active.push_back({0, first.ref->mask0, 0});
-    for (size_t w = 0; w < first.hi->size(); ++w)
-      if ((*first.hi)[w])
-        active.push_back({static_cast<uint32_t>(w + 1), (*first.hi)[w], 0});
+    for (size_t k = 0; k < first.hi->size(); ++k)
+      active.push_back({(*first.hi)[k].first, (*first.hi)[k].second, 0});
   }
   if (first.extra) {
     for (size_t k = 0; k < first.extra->size(); ++k) {
@@ -132,19 +83,15 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
   for (; depth < seq_hashes.size() && !active.empty(); ++depth) {
     auto m = masks_of(seq_hashes[depth]);
     size_t kept = 0;
-    // Both word lists are sorted: the other source's words are merged in,
-    // not searched for.
-    size_t x = 0;
+    // Every word list is sorted: the block's words are merged in, not
+    // searched for.
+    size_t x = 0, y = 0;
     for (auto a : active) {
-      uint64_t other = 0;
-      if (m.extra) {
-        while (x < m.extra->size() && (*m.extra)[x].first < a.w)
-          ++x;
-        if (x < m.extra->size() && (*m.extra)[x].first == a.w)
-          other = (*m.extra)[x].second;
-      }
-      auto index = a.index & index_word(m, a.w);
-      auto extra = a.extra & other;
+      uint64_t mine = !m.ref     ? 0
+                      : a.w == 0 ? m.ref->mask0
+                                 : merged(m.hi, y, a.w);
+      auto index = a.index & mine;
+      auto extra = a.extra & merged(m.extra, x, a.w);
       if (auto gone = (a.index | a.extra) & ~(index | extra))
         drop(depth, a.w, gone);
       if (index | extra)

@@ -122,9 +122,17 @@ void dispatch_queue::place_once(caf::event_based_actor* self,
   }
   j->asking = true;
   auto generation = router_->generation();
+  // Urgent: the router actor takes it ahead of the KV batches waiting in its
+  // mailbox (CAF serves urgent messages first, twice the quantum), so a
+  // decision never waits behind a backlog of events; it sees the index as
+  // applied so far. In front of a simulated fleet of 10,000 workers that
+  // the router could not keep up with, requests waited 37-41 s for their
+  // decision behind the backlog (docs/benchmarks.md, "A router in front of
+  // a fleet").
   self
-    ->request(router_->get(), std::chrono::seconds{5}, place_atom::value,
-              j->req)
+    ->request<caf::message_priority::high>(
+      router_->get(), caf::duration{std::chrono::seconds{5}}, place_atom::value,
+      j->req)
     .then(
       [this, self, j, generation](route_decision& d) {
         j->asking = false;

@@ -1,0 +1,116 @@
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace outrider::indexer {
+
+/// A set of slots as 64-slot bitmask words, kept sparse: the non-zero words
+/// only, sorted by word index. One word lives inline (no allocation), more
+/// on the heap. 24 bytes: a block only slot 9,999 holds costs no more than
+/// one slot 70 holds, where a dense mask would cost 157 words (1.2 KB),
+/// which at 10,000 workers was most of the router's memory. Not
+/// thread-safe.
+class slot_words {
+ public:
+  using word = std::pair<uint32_t, uint64_t>; // (word index, bits)
+
+  slot_words() = default;
+  slot_words(const slot_words& o)
+    : bits_(o.bits_), w_(o.w_), n_(o.n_),
+      many_(o.many_ ? std::make_unique<std::vector<word>>(*o.many_) : nullptr) {
+  }
+  slot_words& operator=(const slot_words& o) {
+    if (this != &o)
+      *this = slot_words(o);
+    return *this;
+  }
+  slot_words(slot_words&&) noexcept = default;
+  slot_words& operator=(slot_words&&) noexcept = default;
+
+  bool empty() const { return n_ == 0; }
+  /// Non-zero words.
+  size_t size() const { return n_; }
+  /// The i-th non-zero word, by word index.
+  word operator[](size_t i) const {
+    return n_ == 1 ? word{w_, bits_} : (*many_)[i];
+  }
+
+  void set(uint32_t slot) {
+    word w{slot / 64, uint64_t{1} << (slot % 64)};
+    if (n_ == 0) {
+      w_ = w.first;
+      bits_ = w.second;
+      n_ = 1;
+      return;
+    }
+    if (n_ == 1) {
+      if (w_ == w.first) {
+        bits_ |= w.second;
+        return;
+      }
+      many_ = std::make_unique<std::vector<word>>(1, word{w_, bits_});
+    }
+    auto i = at(*many_, w.first);
+    if (i != many_->end() && i->first == w.first)
+      i->second |= w.second;
+    else
+      many_->insert(i, w);
+    n_ = static_cast<uint32_t>(many_->size());
+  }
+
+  void clear(uint32_t slot) {
+    auto w = slot / 64;
+    auto bit = uint64_t{1} << (slot % 64);
+    if (n_ == 1) {
+      if (w_ == w && (bits_ &= ~bit) == 0)
+        n_ = 0;
+      return;
+    }
+    if (n_ == 0)
+      return;
+    auto i = at(*many_, w);
+    if (i == many_->end() || i->first != w || (i->second &= ~bit) != 0)
+      return;
+    many_->erase(i);
+    if (many_->size() == 1) {
+      w_ = (*many_)[0].first;
+      bits_ = (*many_)[0].second;
+      many_.reset();
+      n_ = 1;
+      return;
+    }
+    n_ = static_cast<uint32_t>(many_->size());
+  }
+
+  /// The bits of word `w` (0 when none of its slots is in the set).
+  uint64_t bits(uint32_t w) const {
+    if (n_ <= 1)
+      return n_ == 1 && w_ == w ? bits_ : 0;
+    auto i =
+      std::lower_bound(many_->begin(), many_->end(), w,
+                       [](const word& p, uint32_t v) { return p.first < v; });
+    return i != many_->end() && i->first == w ? i->second : 0;
+  }
+
+  bool test(uint32_t slot) const {
+    return (bits(slot / 64) >> (slot % 64) & 1) != 0;
+  }
+
+ private:
+  static std::vector<word>::iterator at(std::vector<word>& ws, uint32_t w) {
+    return std::lower_bound(
+      ws.begin(), ws.end(), w,
+      [](const word& p, uint32_t v) { return p.first < v; });
+  }
+
+  uint64_t bits_ = 0; // the only word's bits, when n_ == 1
+  uint32_t w_ = 0;    // its index
+  uint32_t n_ = 0;
+  std::unique_ptr<std::vector<word>> many_; // all words, when n_ > 1
+};
+
+} // namespace outrider::indexer
