@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/http/server.hpp"
+#include "sim/fleet/fleet_config.hpp"
 #include "sim/openai_http.hpp"
 #include "sim/sim_options.hpp"
 #include "sim/sim_server.hpp"
@@ -212,8 +213,20 @@ void drain(sim_engine& engine, const sim_config& cfg) {
 }
 
 int run(int argc, char** argv) {
-  auto parsed =
-    parse_sim_options(std::vector<std::string>(argv + 1, argv + argc));
+  std::vector<std::string> args(argv + 1, argv + argc);
+  // `--fleet N`: many simulated workers in one process (sim/fleet/).
+  for (const auto& a : args)
+    if (a == "--fleet" || a.rfind("--fleet=", 0) == 0) {
+      auto fleet = parse_fleet_options(args);
+      if (fleet.what == fleet_parse_result::help) {
+        std::fputs(fleet.message.c_str(), stdout);
+        return 0;
+      }
+      if (fleet.what == fleet_parse_result::error)
+        return fail(fleet.message, 2);
+      return run_fleet(fleet.cfg);
+    }
+  auto parsed = parse_sim_options(args);
   if (parsed.what == sim_parse_result::help) {
     std::fputs(parsed.message.c_str(), stdout);
     return 0;

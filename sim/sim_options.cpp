@@ -339,7 +339,10 @@ std::string sim_help_text() {
   return "outrider-sim: a simulated engine speaking the real protocols "
          "(grpc.health.v1,\nvllm.Inference/Control, "
          "openengine.v1.Inference/Control, sglang.runtime.v1.SglangService,"
-         "\nZMQ KV events).\n\nOptions:\n" +
+         "\nZMQ KV events).\n\nWith --fleet N: N simulated workers in one "
+         "process, for "
+         "routers at fleet\nsize (outrider-sim --fleet 1 --help lists its "
+         "options).\n\nOptions:\n" +
          runtime::option_list_text(sim_specs(), false) +
          "  -h, --help     this text\n";
 }

@@ -1,0 +1,138 @@
+// `outrider-sim --fleet N`: the workers' records, their cache churn, the
+// server, until SIGINT or SIGTERM.
+#include <csignal>
+#include <cstdio>
+#include <pthread.h>
+#include <thread>
+
+#include "cluster/discovery.hpp"
+#include "runtime/errors.hpp"
+#include "sim/fleet/fleet_server.hpp"
+#include "sim/token_stream.hpp"
+
+namespace outrider::sim {
+
+namespace {
+
+cluster::worker_record record_of(const fleet_config& cfg,
+                                 const std::string& id) {
+  cluster::worker_record r;
+  r.worker_id = id;
+  r.instance_id = id;
+  r.model = cfg.model;
+  r.relay_endpoint = cfg.host + ":" + std::to_string(cfg.grpc_port);
+  r.engine_endpoint = r.relay_endpoint;
+  r.protocol = "openengine";
+  r.kv_block_size = cfg.block_size;
+  r.total_kv_blocks = cfg.blocks_per_worker;
+  r.version = "outrider-sim fleet";
+  return r;
+}
+
+// Each worker caches `blocks_per_batch` fresh blocks (a prompt no one will
+// send) `batches_per_second` times a second, spread evenly over the
+// workers, in 10 ms ticks; stops when `stop` is set.
+void churn(fleet_state& f, const std::atomic<bool>& stop) {
+  const auto& cfg = f.cfg;
+  const auto tick = std::chrono::milliseconds{10};
+  double owed = 0;
+  size_t next = 0;
+  uint64_t rng = cfg.seed;
+  std::vector<uint32_t> prompt(size_t{cfg.blocks_per_batch} * cfg.block_size);
+  auto at = std::chrono::steady_clock::now();
+  while (!stop) {
+    owed += cfg.batches_per_second * cfg.workers * 0.01;
+    // Behind by more than a second's worth: that much is dropped (the
+    // machine cannot keep the rate), never queued without bound.
+    owed = std::min(owed, cfg.batches_per_second * cfg.workers);
+    for (; owed >= 1 && !stop; owed -= 1) {
+      for (auto& t : prompt)
+        t = static_cast<uint32_t>(1 + (rng = splitmix(rng)) % 32000);
+      f.workers[next]->run(prompt);
+      next = (next + 1) % f.workers.size();
+    }
+    at += tick;
+    std::this_thread::sleep_until(at);
+    if (std::chrono::steady_clock::now() - at > std::chrono::seconds{1})
+      at = std::chrono::steady_clock::now(); // no burst to catch up
+  }
+}
+
+} // namespace
+
+int run_fleet(const fleet_config& cfg) {
+  // SIGINT and SIGTERM are waited for below; blocked before any thread
+  // starts, so none of gRPC's takes them.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  auto fleet = std::make_unique<fleet_state>(cfg);
+  if (cfg.shared_prefix_blocks > 0) {
+    std::vector<uint32_t> system(size_t{cfg.shared_prefix_blocks} *
+                                 cfg.block_size);
+    for (size_t i = 0; i < system.size(); ++i)
+      system[i] = static_cast<uint32_t>(1 + i);
+    for (auto& w : fleet->workers)
+      w->run(system);
+  }
+  std::vector<std::unique_ptr<grpc::Service>> services;
+  std::string why;
+  auto server = start_fleet_server(*fleet, services, &why);
+  if (!server) {
+    std::fprintf(stderr, "outrider-sim: error: %s\n", why.c_str());
+    return 1;
+  }
+  cluster::file_discovery disc{cfg.discovery_dir, std::chrono::seconds{30}};
+  if (auto err = disc.open()) {
+    std::fprintf(stderr, "outrider-sim: error: %s\n", describe(err).c_str());
+    return 1;
+  }
+  for (const auto& w : fleet->workers)
+    if (auto err = disc.put(record_of(cfg, w->id()))) {
+      std::fprintf(stderr, "outrider-sim: error: %s\n", describe(err).c_str());
+      return 1;
+    }
+  std::printf("outrider-sim fleet: %u workers on %s:%u, records in %s\n",
+              cfg.workers, cfg.host.c_str(), cfg.grpc_port,
+              cfg.discovery_dir.c_str());
+  std::fflush(stdout);
+
+  std::atomic<bool> stop{false};
+  std::thread churner;
+  if (cfg.batches_per_second > 0)
+    churner = std::thread([&] { churn(*fleet, stop); });
+  // The records' leases (a sidecar refreshes its own the same way).
+  std::thread leases([&] {
+    while (!stop) {
+      for (size_t i = 0; i < fleet->workers.size() && !stop; ++i)
+        disc.keep_alive(fleet->workers[i]->id());
+      for (int i = 0; i < 30 && !stop; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds{100});
+    }
+  });
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  stop = true;
+  if (churner.joinable())
+    churner.join();
+  leases.join();
+  for (const auto& w : fleet->workers)
+    disc.remove(w->id());
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds{2});
+  uint64_t batches = 0;
+  for (const auto& w : fleet->workers)
+    batches += w->batches();
+  std::printf("outrider-sim fleet: %llu requests, %llu tokens, %llu of %llu "
+              "prompt blocks cached, %llu KV batches published\n",
+              static_cast<unsigned long long>(fleet->requests.load()),
+              static_cast<unsigned long long>(fleet->tokens.load()),
+              static_cast<unsigned long long>(fleet->cached_blocks.load()),
+              static_cast<unsigned long long>(fleet->prompt_blocks.load()),
+              static_cast<unsigned long long>(batches));
+  return 0;
+}
+
+} // namespace outrider::sim
