@@ -37,6 +37,17 @@ struct fleet_state {
   fleet_timer timer;
 };
 
+/// A server stream refused at once with `st` (what the services share).
+template <class Message>
+class refusal final : public grpc::ServerWriteReactor<Message> {
+ public:
+  explicit refusal(grpc::Status st) { this->Finish(std::move(st)); }
+  void OnDone() override { delete this; }
+};
+
+/// The fleet's Inference.Generate (fleet_generate.cpp).
+std::unique_ptr<grpc::Service> make_fleet_inference(fleet_state& fleet);
+
 /// Builds and starts the server on cfg.host:cfg.grpc_port; null (and
 /// `*why`) when it cannot listen.
 std::unique_ptr<grpc::Server>
