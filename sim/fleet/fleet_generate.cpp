@@ -165,7 +165,7 @@ class inference final : public oe::Inference::CallbackService {
     auto id = in->request_id().empty()
                 ? "fleet-" + std::to_string(f_.requests.load())
                 : in->request_id();
-    return new gen_call(f_, f_.by_id.at(w->id()), std::move(id),
+    return new gen_call(f_, w->index(), std::move(id),
                         static_cast<uint32_t>(prompt.size()), hit, full, max);
   }
 

@@ -21,8 +21,8 @@ fleet_state::fleet_state(const fleet_config& c)
   for (uint32_t i = 0; i < cfg.workers; ++i) {
     auto id = cfg.worker_prefix + std::to_string(i);
     by_id.emplace(id, i);
-    workers.push_back(std::make_unique<fleet_worker>(id, cfg.blocks_per_worker,
-                                                     cfg.block_size));
+    workers.push_back(std::make_unique<fleet_worker>(
+      i, id, cfg.blocks_per_worker, cfg.block_size));
     running[i] = 0;
   }
 }
@@ -177,7 +177,7 @@ class control final : public oe::Control::CallbackService {
     if (!w)
       return r;
     out->set_instance_id(w->id());
-    out->set_running_requests(f_.running[f_.by_id.at(w->id())].load());
+    out->set_running_requests(f_.running[w->index()].load());
     out->set_total_kv_blocks(f_.cfg.blocks_per_worker);
     r->Finish(Status::OK);
     return r;

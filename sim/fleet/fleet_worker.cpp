@@ -14,8 +14,9 @@ uint64_t fleet_block_hash(std::optional<uint64_t> parent,
                               splitmix(parent.value_or(0x6f75747269646572)));
 }
 
-fleet_worker::fleet_worker(std::string id, uint32_t blocks, uint32_t block_size)
-  : id_(std::move(id)), cache_(blocks, block_size) {}
+fleet_worker::fleet_worker(size_t index, std::string id, uint32_t blocks,
+                           uint32_t block_size)
+  : index_(index), id_(std::move(id)), cache_(blocks, block_size) {}
 
 size_t fleet_worker::run(const std::vector<uint32_t>& tokens) {
   const uint32_t bs = cache_.block_size();

@@ -32,8 +32,11 @@ class fleet_sink {
 /// (a prompt's tail before its head, as vLLM frees them). Thread-safe.
 class fleet_worker {
  public:
-  fleet_worker(std::string id, uint32_t blocks, uint32_t block_size);
+  fleet_worker(size_t index, std::string id, uint32_t blocks,
+               uint32_t block_size);
 
+  /// Its place in the fleet (fleet_state's arrays).
+  size_t index() const { return index_; }
   const std::string& id() const { return id_; }
 
   /// Caches `tokens`' full blocks; their stores and the evictions they
@@ -52,6 +55,7 @@ class fleet_worker {
   // Under mtx_: one batch of `events` to every live subscriber.
   void publish(std::vector<kv::kv_event> events);
 
+  const size_t index_;
   const std::string id_;
   mutable std::mutex mtx_;
   block_manager cache_;                          // guarded by mtx_
