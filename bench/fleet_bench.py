@@ -11,6 +11,8 @@ and the time until every worker was known. Ratios are against the first
 fleet size of the same run.
 
   bench/fleet_bench.py --workers 100,1000,10000 --seconds 20
+  bench/fleet_bench.py --rate 0.5 --json /tmp/churn.json --label "churn 0.5/s"
+  bench/plot_fleet.py docs/fleet_decisions.png /tmp/quiet.json /tmp/churn.json
   bench/fleet_bench.py --help
 
 Standard library only. The fleet and the router share this machine's
@@ -219,6 +221,9 @@ def main():
                     help="KV blocks per worker")
     ap.add_argument("--system-blocks", type=int, default=32)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--json", help="also write the rows here (bench/plot_fleet.py "
+                                   "plots such files)")
+    ap.add_argument("--label", help="the run's name in --json (default: its churn)")
     args = ap.parse_args()
     args.sim = os.path.join(args.build, "sim", "outrider-sim")
     args.outrider = os.path.join(args.build, "outrider")
@@ -236,6 +241,10 @@ def main():
             cells.append("-" if v is None else f"{v:.3g}" if isinstance(v, float) else str(v))
         print("| " + " | ".join(cells) + f" | {r['dec_p99_us'] / base:.2f} |")
     sys.stdout.flush()
+    if args.json:
+        label = args.label or f"churn {args.rate:g} batches/s a worker"
+        with open(args.json, "w") as f:
+            json.dump({"label": label, "argv": sys.argv[1:], "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

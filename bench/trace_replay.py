@@ -13,6 +13,9 @@ Each trace line: timestamp (ms), input_length, output_length, hash_ids (one
 id per 512-token block; equal ids = shared prefix). A hash id becomes its own
 deterministic 512 tokens; the prompt is cut at input_length. Requests arrive
 open-loop at their (scaled) timestamps; one asyncio loop, no client threads.
+Lines that carry a conversation (bench/conversation_trace.py, --trace) are
+replayed closed-loop per conversation: its first turn at its scaled
+timestamp, each later turn think_ms / scale after the answer before it ended.
 Python's standard library, plus matplotlib for the plots.
 """
 import argparse
@@ -113,7 +116,8 @@ def pooled_lru_hit_tokens(recs, capacity_blocks):
 
 
 async def one_request(port, body, prompt_len, t_due, out):
-    """One streamed completion over HTTP/1.0 (the body ends at close)."""
+    """One streamed completion over HTTP/1.0 (the body ends at close);
+    returns its record (also appended to out)."""
     await asyncio.sleep(max(0.0, t_due - time.monotonic()))
     t0 = time.monotonic()
     rec = {"ok": False, "ttft": None, "gaps": [], "cached": 0, "out": 0, "status": 0,
@@ -160,6 +164,17 @@ async def one_request(port, body, prompt_len, t_due, out):
         rec["error"] = str(e)
     rec["end"] = time.monotonic()
     out.append(rec)
+    return rec
+
+
+async def one_conversation(port, turns, t_due, scale, out):
+    """A conversation's turns in order: each think_ms / scale after the
+    previous answer ended (or failed)."""
+    for rec, body in turns:
+        if rec.get("turn", 0) > 0:
+            t_due = max(t_due, time.monotonic()) + rec.get("think_ms", 0) / 1000.0 / scale
+        done = await one_request(port, body, rec["input_length"], t_due, out)
+        t_due = done["end"]
 
 
 def start_cluster(args, workers, mode, work):
@@ -227,11 +242,17 @@ def run_point(recs, bodies, args, workers, mode, scale):
         start = time.monotonic() + 0.5
         t_first = recs[0]["timestamp"]
 
+        # Each conversation (closed-loop) or lone request at its time.
+        groups = {}
+        for i, (r, b) in enumerate(zip(recs, bodies)):
+            groups.setdefault(r.get("conversation", ("lone", i)), []).append((r, b))
+
         async def all_requests():
             await asyncio.gather(*[
-                one_request(port, b, r["input_length"],
-                            start + (r["timestamp"] - t_first) / 1000.0 / scale, out)
-                for r, b in zip(recs, bodies)])
+                one_conversation(port, turns,
+                                 start + (turns[0][0]["timestamp"] - t_first) / 1000.0 / scale,
+                                 scale, out)
+                for turns in groups.values()])
 
         asyncio.run(all_requests())
         elapsed = max(x["end"] for x in out) - start
@@ -259,8 +280,12 @@ def run_point(recs, bodies, args, workers, mode, scale):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trace", default=TRACE,
+                    help="a trace in the Mooncake format (default: the Mooncake "
+                         "synthetic trace; bench/conversation_trace.py writes "
+                         "conversations)")
     ap.add_argument("--requests", type=int, default=1500,
-                    help="the first N trace requests (3993: all)")
+                    help="the first N trace requests (3993: all the Mooncake trace)")
     ap.add_argument("--workers", default="4", help="comma-separated worker counts")
     ap.add_argument("--time-scales", default="5,10,20",
                     help="comma-separated loads: replay this many times faster")
@@ -293,7 +318,7 @@ def main():
         args.modes = saved["modes"]
         plot(args, saved["rows"], os.path.splitext(args.replot)[0])
         return
-    recs = [json.loads(l) for l in open(TRACE)][: args.requests]
+    recs = [json.loads(l) for l in open(args.trace)][: args.requests]
     recs = [r for r in recs if r["input_length"] + args.max_output <= args.max_input]
     assign_identities(recs, args.adapters, args.tenants)
 
