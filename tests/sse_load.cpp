@@ -5,6 +5,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <deque>
 #include <memory>
 #include <utility>
 
@@ -73,7 +74,7 @@ class sse_conn : public std::enable_shared_from_this<sse_conn> {
 class runner {
  public:
   explicit runner(const sse_load_config& cfg)
-    : cfg(cfg), results(cfg.streams), timer_(ioc) {}
+    : cfg(cfg), timer_(ioc), started_(cfg.epoch.value_or(clock_type::now())) {}
 
   void run() {
     size_t width = cfg.concurrency == 0 ? cfg.streams : cfg.concurrency;
@@ -101,7 +102,7 @@ class runner {
       return;
     if ((cfg.stop && cfg.stop->load()) ||
         (cfg.launch_for.count() > 0 &&
-         clock_type::now() - started_ >= cfg.launch_for)) {
+         clock_type::now() - begun_ >= cfg.launch_for)) {
       next_ = cfg.streams; // no more
       return;
     }
@@ -112,6 +113,10 @@ class runner {
                       "Connection: close\r\nContent-Type: application/json\r\n"
                       "Content-Length: " +
                       std::to_string(body.size()) + "\r\n\r\n" + body;
+    // Results grow with the streams launched: `streams` may be only a
+    // bound (a steady load runs until stopped), and a million results
+    // made up front take seconds on a busy machine.
+    results.emplace_back();
     results[i].started_s =
       std::chrono::duration<double>(clock_type::now() - started_).count();
     auto c = std::make_shared<sse_conn>(*this, i, std::move(req));
@@ -137,11 +142,11 @@ class runner {
       timer_.cancel();
   }
 
-  /// Streams started so far (the rest of `results` is unused).
+  /// Streams started so far.
   size_t launched() const { return launched_; }
 
   const sse_load_config& cfg;
-  std::vector<sse_stream_result> results;
+  std::deque<sse_stream_result> results; // references stay valid as it grows
   net::io_context ioc;
 
  private:
@@ -151,7 +156,8 @@ class runner {
   size_t active_ = 0;
   size_t connecting_ = 0;
   size_t launched_ = 0;
-  clock_type::time_point started_ = clock_type::now();
+  clock_type::time_point started_; // the epoch of started_s
+  clock_type::time_point begun_ = clock_type::now();
 };
 
 sse_conn::sse_conn(runner& r, size_t index, std::string request)
@@ -251,8 +257,8 @@ void sse_conn::finish(bool broken, const boost::system::error_code& ec) {
 std::vector<sse_stream_result> run_sse_load(const sse_load_config& cfg) {
   runner r{cfg};
   r.run();
-  r.results.resize(r.launched());
-  return std::move(r.results);
+  return {std::make_move_iterator(r.results.begin()),
+          std::make_move_iterator(r.results.end())};
 }
 
 sse_summary summarize(const std::vector<sse_stream_result>& results) {

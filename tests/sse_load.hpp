@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,7 @@ struct sse_stream_result {
   size_t tokens = 0;               // completion_tokens of the final usage
   bool done = false;               // `data: [DONE]` arrived
   bool error = false;              // an error event, or a broken connection
-  double started_s = 0;            // when it was launched, since the run began
+  double started_s = 0;            // when it was launched, since the epoch
   double ttft_s = -1;              // first event after the request was sent
   double total_s = 0;              // until the connection closed
   std::vector<double> gaps_s;      // between events (when asked for)
@@ -47,6 +48,10 @@ struct sse_load_config {
   /// No stream starts after this long (0: no limit); those open finish.
   /// With `streams` as an upper bound and `concurrency` set, a steady load.
   std::chrono::milliseconds launch_for{0};
+  /// What `started_s` counts from (default: when the run begins): a caller
+  /// that times events of its own (faults) passes its clock's origin, so
+  /// that the two agree however long the run takes to begin.
+  std::optional<std::chrono::steady_clock::time_point> epoch;
 };
 
 /// Runs the streams and returns one result per stream, in order.

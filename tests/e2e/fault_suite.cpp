@@ -40,6 +40,7 @@ fault_workload::fault_workload(uint16_t http_port, size_t shapes)
     cfg.deadline = std::chrono::seconds{300};
     cfg.record_token_ids = true;
     cfg.stop = &stop_;
+    cfg.epoch = t0_; // stream times on the faults' clock
     cfg.body = [this](size_t i) {
       return nlohmann::json{
         {"prompt", prompt(i)}, {"max_tokens", max_tokens}, {"stream", true}}
@@ -83,12 +84,16 @@ std::vector<fault_row> fault_workload::finish() {
     load_.join();
   for (size_t i = 0; i < results_.size(); ++i) {
     const auto& s = results_[i];
+    // The last fault that could have touched it: the last one injected
+    // (less a second) before the stream ended. A stream still open when
+    // the next fault came is that fault's, whenever it started.
     fault_row* row = nullptr;
+    double ended_s = s.started_s + s.total_s;
     for (auto& r : rows_)
-      if (s.started_s >= r.at_s - 1)
+      if (ended_s >= r.at_s - 1)
         row = &r;
     if (!row)
-      continue; // before the first fault
+      continue; // over before the first fault
     bool done = s.status == 200 && s.done;
     if (done && !s.error && s.tokens == max_tokens) {
       // Complete only with exactly the engine's deterministic sequence:

@@ -3,7 +3,7 @@
 // The fault suite's workload and book-keeping (tests/e2e/faults.test.cpp):
 // a steady load of streamed completions through a router, faults injected
 // one after the other, and every stream accounted for in the row of the
-// fault it started after.
+// last fault injected before it ended.
 
 #include <atomic>
 #include <chrono>
@@ -49,7 +49,8 @@ class fault_workload {
               const std::function<bool()>& whole,
               std::chrono::milliseconds settle = std::chrono::seconds{5});
   /// Stops launching, waits for the open streams and sorts each stream
-  /// into the row of the fault it started after.
+  /// into the row of the last fault injected (less a second) before it
+  /// ended.
   std::vector<fault_row> finish();
 
   /// The prompt of stream `i` (shared by the body and the check).
