@@ -107,7 +107,6 @@ class runner {
       return;
     }
     auto i = next_++;
-    launched_ = next_;
     const auto body = cfg.body(i);
     std::string req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                       "Connection: close\r\nContent-Type: application/json\r\n"
@@ -142,9 +141,6 @@ class runner {
       timer_.cancel();
   }
 
-  /// Streams started so far.
-  size_t launched() const { return launched_; }
-
   const sse_load_config& cfg;
   std::deque<sse_stream_result> results; // references stay valid as it grows
   net::io_context ioc;
@@ -155,7 +151,6 @@ class runner {
   size_t next_ = 0;
   size_t active_ = 0;
   size_t connecting_ = 0;
-  size_t launched_ = 0;
   clock_type::time_point started_; // the epoch of started_s
   clock_type::time_point begun_ = clock_type::now();
 };
