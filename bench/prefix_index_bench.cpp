@@ -1,7 +1,16 @@
 // The router's global index: apply rate, find_matches latency and memory per
 // indexed block, each against a baseline measured in the same run.
 //
-//   build/bench/prefix_index_bench [WORKERS BLOCKS_PER_WORKER]
+//   build/bench/prefix_index_bench [WORKERS BLOCKS_PER_WORKER [unique]
+//                                  [content]]
+//
+// unique: each cached prompt's last 96 blocks are its worker's own.
+// content: a block's engine hash follows from its prefix (its parent's
+// hash and its tokens), as vLLM's and SGLang's do, so a worker caching a
+// prefix again (another prompt of its group, the same prompt twice) holds
+// it once; without it every store has engine hashes of its own (the
+// original workload: about 30% of a worker's engine blocks are then
+// copies of prefixes it holds already).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -40,7 +49,11 @@ int main(int argc, char** argv) {
   }
   // "unique": each cached prompt's last 96 blocks are the worker's own (as
   // a fleet's churn is), so most blocks have one holder.
-  bool unique = argc > 3 && std::string(argv[3]) == "unique";
+  bool unique = false, content = false;
+  for (int i = 3; i < argc; ++i) {
+    unique = unique || std::string(argv[i]) == "unique";
+    content = content || std::string(argv[i]) == "content";
+  }
   std::mt19937_64 rng{42};
   // 400 prompts of 128 blocks; each shares its first 32 blocks with the
   // other prompts of its group of 8 (system prompts, few-shot examples).
@@ -68,8 +81,17 @@ int main(int argc, char** argv) {
       if (unique)
         for (size_t i = 32 * block_size; i < s.token_ids.size(); ++i)
           s.token_ids[i] = static_cast<uint32_t>(rng() % 32000);
-      for (size_t b = 0; b < prompt_blocks; ++b)
-        s.block_hashes.push_back(engine_hash++);
+      if (content) {
+        // The chain's own hashes, salted per worker.
+        auto seq = kv::sequence_hashes(s.token_ids.data(), s.token_ids.size(),
+                                       block_size);
+        for (auto h : seq)
+          s.block_hashes.push_back(
+            h ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(w + 1)));
+      } else {
+        for (size_t b = 0; b < prompt_blocks; ++b)
+          s.block_hashes.push_back(engine_hash++);
+      }
       block_events += prompt_blocks;
       batches[static_cast<size_t>(w)].push_back(std::move(s));
     }

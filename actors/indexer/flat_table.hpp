@@ -10,15 +10,25 @@ namespace outrider::indexer {
 /// An open-addressing hash table (linear probing, backward-shift deletion)
 /// from a 64-bit key to a small value, kept in flat arrays so that a lookup
 /// touches one or two cache lines. Keys are random-looking hashes; they are
-/// used as they are. Not thread-safe.
-template <class Value>
+/// used as they are. `MaxLoad` (percent) trades memory for probe length:
+/// 70 where lookups are on the decision path, more where memory counts
+/// more than a miss's probe. Not thread-safe.
+template <class Value, unsigned MaxLoad = 70>
 class flat_table {
+  static_assert(MaxLoad >= 10 && MaxLoad <= 90);
+
  public:
-  flat_table() { rehash(16); }
+  // Nothing is allocated until the first insert: a table per slot of a
+  // tier no engine of the fleet publishes costs its members only.
+  flat_table() = default;
 
   size_t size() const { return size_; }
+  /// Slots allocated (memory is about (8 + sizeof(Value) + 1) each).
+  size_t capacity() const { return keys_.size(); }
 
   Value* find(uint64_t key) {
+    if (keys_.empty())
+      return nullptr;
     for (size_t i = home(key);; i = (i + 1) & mask_) {
       if (state_[i] == empty)
         return nullptr;
@@ -33,8 +43,8 @@ class flat_table {
 
   /// The value of `key`, default-constructed when new (`added` tells).
   Value& insert(uint64_t key, bool& added) {
-    if ((size_ + 1) * 10 > keys_.size() * 7)
-      rehash(keys_.size() * 2);
+    if ((size_ + 1) * 100 > keys_.size() * MaxLoad)
+      rehash(keys_.empty() ? 16 : keys_.size() * 2);
     for (size_t i = home(key);; i = (i + 1) & mask_) {
       if (state_[i] == full && keys_[i] == key) {
         added = false;
@@ -59,11 +69,30 @@ class flat_table {
         f(keys_[i], vals_[i]);
   }
 
+  /// The same, each value writable.
+  template <class F>
+  void each_mut(F&& f) {
+    for (size_t i = 0; i < keys_.size(); ++i)
+      if (state_[i] == full)
+        f(keys_[i], vals_[i]);
+  }
+
+  /// Removes every entry and gives the memory back.
+  void clear() {
+    std::vector<uint64_t>{}.swap(keys_);
+    std::vector<Value>{}.swap(vals_);
+    std::vector<uint8_t>{}.swap(state_);
+    mask_ = 0;
+    size_ = 0;
+  }
+
   /// Removes `key`, if held. Backward-shift deletion: the entries after
   /// it in its probe run move up, so that no tombstone is left and the
   /// table never rehashes to clear them (a rehash on the decision path was
   /// a latency spike).
   void erase(uint64_t key) {
+    if (keys_.empty())
+      return;
     size_t i = home(key);
     for (;; i = (i + 1) & mask_) {
       if (state_[i] == empty)

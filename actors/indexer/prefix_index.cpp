@@ -9,73 +9,73 @@ namespace outrider::indexer {
 prefix_index::prefix_index(uint64_t seed, bool counted)
   : seed_(seed), counted_(counted) {}
 
-namespace {
-
-auto by_slot = [](const std::pair<slot_id, uint32_t>& h, slot_id s) {
-  return h.first < s;
-};
-
-} // namespace
-
 void prefix_index::add_holder(uint64_t seq, slot_id slot) {
   bool added = false;
   auto& ref = table_.insert(seq, added);
-  if (added) {
-    if (free_entries_.empty()) {
-      ref.entry = static_cast<uint32_t>(entries_.size());
-      entries_.emplace_back();
-    } else {
-      ref.entry = free_entries_.back();
-      free_entries_.pop_back();
+  if (slot < 64) {
+    auto bit = uint64_t{1} << slot;
+    if (ref.mask0 & bit) {
+      ++extra_holds_[{seq, slot}];
+      return;
     }
+    ref.mask0 |= bit;
+  } else {
+    if (ref.entry == 0) {
+      if (free_entries_.empty()) {
+        ref.entry = static_cast<uint32_t>(entries_.size());
+        entries_.emplace_back();
+      } else {
+        ref.entry = free_entries_.back();
+        free_entries_.pop_back();
+      }
+    }
+    auto& hi = entries_[ref.entry];
+    if (hi.test(slot)) {
+      ++extra_holds_[{seq, slot}];
+      return;
+    }
+    hi.set(slot);
   }
-  auto& e = entries_[ref.entry];
-  auto& h = e.holders;
-  auto pos = std::lower_bound(h.begin(), h.end(), slot, by_slot);
-  if (pos != h.end() && pos->first == slot) {
-    ++pos->second;
-    return;
-  }
-  h.insert(pos, holder{slot, 1});
-  if (slot < 64)
-    ref.mask0 |= uint64_t{1} << slot;
-  else
-    e.hi.set(slot);
   ++entries_count_;
 }
 
 void prefix_index::drop_holder(uint64_t seq, slot_id slot) {
   auto* ref = table_.find(seq);
-  if (!ref)
+  if (!ref ||
+      !(slot < 64 ? (ref->mask0 >> slot) & 1 : entries_[ref->entry].test(slot)))
     return;
-  auto& e = entries_[ref->entry];
-  auto& h = e.holders;
-  auto pos = std::lower_bound(h.begin(), h.end(), slot, by_slot);
-  if (pos == h.end() || pos->first != slot)
-    return;
-  if (--pos->second == 0) {
-    h.erase(pos);
-    if (slot < 64)
-      ref->mask0 &= ~(uint64_t{1} << slot);
-    else
-      e.hi.clear(slot);
-    --entries_count_;
+  if (!extra_holds_.empty()) {
+    auto x = extra_holds_.find({seq, slot});
+    if (x != extra_holds_.end()) {
+      if (--x->second == 0)
+        extra_holds_.erase(x);
+      return;
+    }
   }
-  if (h.empty()) {
-    e = block_entry{};
-    free_entries_.push_back(ref->entry);
+  --entries_count_;
+  if (slot < 64) {
+    ref->mask0 &= ~(uint64_t{1} << slot);
+  } else {
+    auto& hi = entries_[ref->entry];
+    hi.clear(slot);
+    if (hi.empty()) {
+      hi = slot_words{}; // its heap words go now
+      free_entries_.push_back(ref->entry);
+      ref->entry = 0;
+    }
+  }
+  if (ref->mask0 == 0 && ref->entry == 0)
     table_.erase(seq);
-  }
 }
 
 std::optional<uint64_t> prefix_index::key_of(slot_id slot,
                                              uint64_t engine_hash) const {
   if (slot >= slots_.size())
     return std::nullopt;
-  auto i = slots_[slot].map.find(engine_hash);
-  if (i == slots_[slot].map.end())
+  const auto* b = slots_[slot].map.find(engine_hash);
+  if (!b)
     return std::nullopt;
-  return i->second.key;
+  return b->key;
 }
 
 void prefix_index::put(slot_id slot, uint64_t engine_hash, uint64_t key,
@@ -83,8 +83,8 @@ void prefix_index::put(slot_id slot, uint64_t engine_hash, uint64_t key,
   if (slots_.size() <= slot)
     slots_.resize(slot + 1);
   auto& sb = slots_[slot];
-  auto [it, fresh] = sb.map.try_emplace(engine_hash);
-  auto& b = it->second;
+  bool fresh = false;
+  auto& b = sb.map.insert(engine_hash, fresh);
   if (!fresh && b.key != key) { // stored again: it now stands for other KV
     drop_holder(b.key, slot);
     b.copies = 0;
@@ -95,11 +95,11 @@ void prefix_index::put(slot_id slot, uint64_t engine_hash, uint64_t key,
     add_holder(key, slot);
   }
   b.copies = counted_ || fresh ? b.copies + 1 : 1;
-  if (sb.cap) {
-    b.stamp = sb.next_stamp++;
-    sb.order.emplace_back(engine_hash, b.stamp);
+  b.stamp = sb.next_stamp++;
+  if (sb.order)
+    sb.order->emplace_back(engine_hash, b.stamp);
+  if (sb.cap && sb.map.size() > sb.cap)
     enforce_cap(slot);
-  }
   if (touched)
     touched->push_back(key);
   ++stats_.stored;
@@ -110,16 +110,21 @@ bool prefix_index::drop(slot_id slot, uint64_t engine_hash,
   if (slot >= slots_.size())
     return false;
   auto& map = slots_[slot].map;
-  auto i = map.find(engine_hash);
-  if (i == map.end())
+  auto* b = map.find(engine_hash);
+  if (!b)
     return false;
   ++stats_.removed;
   if (touched)
-    touched->push_back(i->second.key);
-  if (--i->second.copies > 0)
+    touched->push_back(b->key);
+  if (--b->copies > 0)
     return true;
-  drop_holder(i->second.key, slot);
-  map.erase(i);
+  drop_holder(b->key, slot);
+  map.erase(engine_hash);
+  // Well under its cap again (an engine that removes): the store order
+  // goes until the cap is reached again.
+  auto& sb = slots_[slot];
+  if (sb.order && sb.map.size() < sb.cap / 2)
+    release_order(sb);
   return true;
 }
 
@@ -129,7 +134,7 @@ bool prefix_index::holds(uint64_t key, slot_id slot) const {
     return false;
   if (slot < 64)
     return (ref->mask0 >> slot) & 1;
-  return entries_[ref->entry].hi.test(slot);
+  return entries_[ref->entry].test(slot);
 }
 
 void prefix_index::set_cap(slot_id slot, size_t cap) {
@@ -139,39 +144,55 @@ void prefix_index::set_cap(slot_id slot, size_t cap) {
   if (sb.cap == cap)
     return;
   sb.cap = cap;
-  sb.order.clear();
-  if (!cap)
-    return;
-  // Blocks held before the cap was known count as older than any after.
-  for (auto& [hash, b] : sb.map) {
-    b.stamp = sb.next_stamp++;
-    sb.order.emplace_back(hash, b.stamp);
-  }
-  enforce_cap(slot);
+  release_order(sb);
+  if (cap)
+    enforce_cap(slot);
+}
+
+void prefix_index::release_order(slot_blocks& sb) {
+  sb.order.reset();
 }
 
 void prefix_index::enforce_cap(slot_id slot) {
   auto& sb = slots_[slot];
-  while (sb.map.size() > sb.cap && !sb.order.empty()) {
-    auto [hash, stamp] = sb.order.front();
-    sb.order.pop_front();
-    auto i = sb.map.find(hash);
-    if (i == sb.map.end() || i->second.stamp != stamp)
+  if (sb.map.size() <= sb.cap)
+    return;
+  // Past the cap for the first time (or again): the store order of what it
+  // holds, oldest first, kept from now on. Stamps are compared by age,
+  // which survives their wrapping around.
+  if (!sb.order) {
+    sb.order = std::make_unique<slot_blocks::store_order>();
+    std::vector<std::pair<uint32_t, uint64_t>> by_age; // (age, hash)
+    by_age.reserve(sb.map.size());
+    sb.map.each([&](uint64_t hash, const held_block& b) {
+      by_age.emplace_back(sb.next_stamp - b.stamp, hash);
+    });
+    std::sort(by_age.begin(), by_age.end(),
+              [](const auto& x, const auto& y) { return x.first > y.first; });
+    for (const auto& [age, hash] : by_age)
+      sb.order->emplace_back(hash, sb.next_stamp - age);
+  }
+  auto& order = *sb.order;
+  while (sb.map.size() > sb.cap && !order.empty()) {
+    auto [hash, stamp] = order.front();
+    order.pop_front();
+    auto* b = sb.map.find(hash);
+    if (!b || b->stamp != stamp)
       continue; // removed or stored again since
-    drop_holder(i->second.key, slot);
-    sb.map.erase(i);
+    drop_holder(b->key, slot);
+    sb.map.erase(hash);
     ++stats_.evicted;
   }
   // Stale entries pile up while the engine does remove: rebuilt when they
   // outnumber the live ones, so the order stays within twice the cap.
-  if (sb.order.size() > 2 * sb.map.size() + 1024) {
-    std::deque<std::pair<uint64_t, uint32_t>> live;
-    for (const auto& e : sb.order) {
-      auto i = sb.map.find(e.first);
-      if (i != sb.map.end() && i->second.stamp == e.second)
+  if (order.size() > 2 * sb.map.size() + 1024) {
+    slot_blocks::store_order live;
+    for (const auto& e : order) {
+      auto* b = sb.map.find(e.first);
+      if (b && b->stamp == e.second)
         live.push_back(e);
     }
-    sb.order.swap(live);
+    order.swap(live);
   }
 }
 
@@ -221,17 +242,17 @@ void prefix_index::apply(slot_id slot, const std::vector<kv::kv_event>& events,
 void prefix_index::clear_slot(slot_id slot) {
   if (slot >= slots_.size())
     return;
-  for (const auto& [engine, b] : slots_[slot].map)
-    drop_holder(b.key, slot);
+  slots_[slot].map.each(
+    [&](uint64_t, const held_block& b) { drop_holder(b.key, slot); });
   slots_[slot].map.clear();
-  slots_[slot].order.clear();
+  release_order(slots_[slot]);
 }
 
 std::vector<uint64_t> prefix_index::engine_hashes(slot_id slot) const {
   std::vector<uint64_t> out;
   if (slot < slots_.size())
-    for (const auto& [engine, b] : slots_[slot].map)
-      out.push_back(engine);
+    slots_[slot].map.each(
+      [&](uint64_t engine, const held_block&) { out.push_back(engine); });
   std::sort(out.begin(), out.end());
   return out;
 }

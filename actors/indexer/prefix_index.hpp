@@ -2,8 +2,9 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
+#include <memory>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 #include "actors/indexer/flat_table.hpp"
@@ -98,41 +99,59 @@ class prefix_index {
 
   uint64_t seed_;
   bool counted_ = false;
-  // Per distinct block: (slot, how many of the slot's engine blocks map to
-  // it), sorted by slot. Engines may hold the same tokens under several
-  // hashes (salts, duplicates): the slot keeps the block until the last goes.
-  // The slots beyond the first 64 as sparse bitmask words (slot_words): a
-  // block one high slot holds costs one word, not one per 64 slots below.
-  using holder = std::pair<slot_id, uint32_t>;
-  struct block_entry {
-    std::vector<holder> holders;
-    slot_words hi;
-  };
-  // Sequence hash -> the first 64 slots as a bitmask (matching by AND stays
-  // in this flat table) and the block's entry.
+  // Per distinct block: the slots holding it, as bits. The first 64 slots
+  // as a mask inline in the table (matching by AND stays in this flat
+  // table); the slots beyond as sparse mask words (slot_words) in an entry
+  // of `entries_`, made only for blocks some such slot holds (entry 0:
+  // none). A block one high slot holds costs one word, not one per 64
+  // slots below.
   struct block_ref {
     uint64_t mask0 = 0;
     uint32_t entry = 0;
   };
   flat_table<block_ref> table_;
-  std::vector<block_entry> entries_;
+  std::vector<slot_words> entries_ = std::vector<slot_words>(1);
   std::vector<uint32_t> free_entries_;
+  // Engines may hold the same tokens under several hashes (salts,
+  // duplicates): a slot keeps the block until the last goes. The bit says
+  // one; the rare further copies are counted here, by (key, slot).
+  std::map<std::pair<uint64_t, slot_id>, uint32_t> extra_holds_;
   // Per slot: engine hash -> its key, copies and when it was stored (the
-  // order a cap evicts in).
+  // order a cap evicts in), in a flat table loaded up to 80%: this is the
+  // one structure with an entry per (slot, block), so its bytes are the
+  // index's bytes (24 a slot of the table).
   struct held_block {
     uint64_t key = 0;
     uint32_t copies = 0;
     uint32_t stamp = 0;
   };
   struct slot_blocks {
-    std::unordered_map<uint64_t, held_block> map;
+    flat_table<held_block, 80> map;
     // (engine hash, stamp) in store order; entries whose stamp is stale
-    // were removed or stored again since. Kept only under a cap.
-    std::deque<std::pair<uint64_t, uint32_t>> order;
+    // were removed or stored again since. Kept only while a slot is at its
+    // cap (a publisher that never removes); built from the stamps when it
+    // gets there, released when it is well under it again: a slot whose
+    // engine removes what it evicts pays nothing for its cap.
+    using store_order = std::deque<std::pair<uint64_t, uint32_t>>;
+    std::unique_ptr<store_order> order;
     uint32_t next_stamp = 0;
     size_t cap = 0;
     size_t size() const { return map.size(); }
+
+    slot_blocks() = default;
+    slot_blocks(const slot_blocks& o)
+      : map(o.map),
+        order(o.order ? std::make_unique<store_order>(*o.order) : nullptr),
+        next_stamp(o.next_stamp), cap(o.cap) {}
+    slot_blocks& operator=(const slot_blocks& o) {
+      if (this != &o)
+        *this = slot_blocks(o);
+      return *this;
+    }
+    slot_blocks(slot_blocks&&) noexcept = default;
+    slot_blocks& operator=(slot_blocks&&) noexcept = default;
   };
+  static void release_order(slot_blocks& sb);
   std::vector<slot_blocks> slots_;
   size_t entries_count_ = 0;
   counters stats_;

@@ -74,8 +74,10 @@ TEST_CASE("the prefix index matches a brute-force model under random events") {
     prompts.push_back(prompt);
   }
   uint64_t next_hash = 1;
+  // Slots in the inline mask and beyond it (the sparse words).
+  const std::vector<slot_id> slots{0, 1, 63, 64, 200};
   for (int step = 0; step < 3000; ++step) {
-    slot_id slot = static_cast<slot_id>(rng() % 5);
+    slot_id slot = slots[rng() % slots.size()];
     auto dice = rng() % 20;
     if (dice < 12) {
       // Store a prefix chain of a prompt, as an engine would, maybe
@@ -110,12 +112,22 @@ TEST_CASE("the prefix index matches a brute-force model under random events") {
     }
     if (step % 50 != 0)
       continue;
+    // One entry per (slot, distinct prefix), however many engine hashes
+    // stand for it.
+    size_t distinct = 0;
+    for (const auto& [s, chains] : m.prefixes) {
+      std::set<std::vector<uint32_t>> seen;
+      for (const auto& [h, p] : chains)
+        seen.insert(p);
+      distinct += seen.size();
+    }
+    CHECK(index.entries() == distinct);
     for (const auto& prompt : prompts) {
       auto seq = kv::sequence_hashes(prompt.data(), prompt.size(), bs);
       std::map<slot_id, uint32_t> got;
       for (auto o : index.find_matches(seq))
         got[o.slot] = o.blocks;
-      for (slot_id s = 0; s < 5; ++s) {
+      for (slot_id s : slots) {
         INFO("step " << step << " slot " << s);
         CHECK(got[s] == m.match(s, prompt));
       }

@@ -30,7 +30,7 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
     masks m;
     m.ref = table_.find(key);
     if (m.ref)
-      m.hi = &entries_[m.ref->entry].hi;
+      m.hi = &entries_[m.ref->entry];
     if (also)
       m.extra = also->find(key);
     return m;
@@ -79,9 +79,25 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
     g.words.emplace_back(word, bits);
     g.count += static_cast<size_t>(__builtin_popcountll(bits));
   };
+  // Whether a block's holders (in the index, and in the other source) are
+  // those of the block before it: then every slot still matching goes on
+  // and nothing is read (a shared prefix's blocks, held by the same
+  // thousands of slots, cost a comparison each, not a pass over their
+  // words). Compared by the sets' fingerprints (slot_words::same).
+  static const slot_words none;
+  auto words_of = [](const slot_words* w) { return w ? w : &none; };
+  auto same = [&](const masks& a, const masks& b) {
+    return (a.ref ? a.ref->mask0 : 0) == (b.ref ? b.ref->mask0 : 0) &&
+           words_of(a.hi)->same(*words_of(b.hi)) &&
+           words_of(a.extra)->same(*words_of(b.extra));
+  };
+  auto prev = first;
   uint32_t depth = 1;
   for (; depth < seq_hashes.size() && !active.empty(); ++depth) {
     auto m = masks_of(seq_hashes[depth]);
+    if (same(m, prev))
+      continue;
+    prev = m;
     size_t kept = 0;
     // Every word list is sorted: the block's words are merged in, not
     // searched for.

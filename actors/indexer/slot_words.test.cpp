@@ -2,6 +2,7 @@
 // words stay sorted and non-zero, one word inline, copies deep.
 #include "actors/indexer/slot_words.hpp"
 
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -73,5 +74,45 @@ TEST_CASE("slot_words: a slot far up costs one inline word", "[slot_words]") {
   CHECK(s.bits(0) == 0);
   s.clear(9999);
   CHECK(s.empty());
-  CHECK(sizeof(slot_words) == 24);
+  CHECK(sizeof(slot_words) == 32);
+}
+
+TEST_CASE("slot_words: sets compare by fingerprint, however they were built",
+          "[slot_words]") {
+  std::mt19937_64 rng{7};
+  for (int round = 0; round < 200; ++round) {
+    // The same members, set in two orders, the second with detours
+    // (members set and cleared again, repeats).
+    std::vector<uint32_t> members;
+    auto n = 1 + rng() % 40;
+    for (size_t i = 0; i < n; ++i)
+      members.push_back(static_cast<uint32_t>(rng() % 20000));
+    slot_words a, b;
+    for (auto m : members)
+      a.set(m);
+    std::shuffle(members.begin(), members.end(), rng);
+    for (auto m : members) {
+      auto detour = static_cast<uint32_t>(rng() % 20000);
+      bool was = b.test(detour);
+      b.set(detour);
+      b.set(m);
+      b.set(m);
+      if (!was &&
+          std::find(members.begin(), members.end(), detour) == members.end())
+        b.clear(detour);
+    }
+    REQUIRE(a.same(b));
+    // One member more, or one fewer, or one moved: not the same.
+    auto c = a;
+    c.set(20001);
+    CHECK_FALSE(c.same(a));
+    auto d = a;
+    d.clear(members.front());
+    CHECK_FALSE(d.same(a));
+    d.set(members.front() + 20000);
+    CHECK_FALSE(d.same(a));
+    d.clear(members.front() + 20000);
+    d.set(members.front());
+    CHECK(d.same(a));
+  }
 }
