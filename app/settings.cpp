@@ -40,6 +40,16 @@ cluster::tls_files tls_files_from(const runtime::options& o) {
 
 // --role all runs its simulated engines with priority scheduling, so
 // there the share has a default of its own.
+// The limits every gRPC listener of a role takes (cluster/grpc_server_limits).
+cluster::grpc_server_limits grpc_limits_from(const runtime::options& o) {
+  cluster::grpc_server_limits l;
+  l.idle_timeout = o.get(opt::grpc_idle_timeout);
+  l.memory_quota = static_cast<size_t>(o.get(opt::grpc_memory_quota));
+  l.probe_interval = o.get(opt::listener_probe_interval);
+  l.fd_reserve = static_cast<size_t>(o.get(opt::grpc_fd_reserve));
+  return l;
+}
+
 double priority_overlap(const runtime::options& o) {
   if (o.get(opt::role) == "all" && o.source(opt::kv_priority_overlap) ==
                                      runtime::option_source::default_value)
@@ -167,10 +177,7 @@ router_settings_from(const runtime::options& o, std::string* why) {
   s.grpc_max_streams = static_cast<size_t>(o.get(opt::grpc_max_streams));
   s.epp_port = static_cast<int>(o.get(opt::epp_port));
   s.epp_streamed = o.get(opt::epp_body_mode) == "streamed";
-  s.grpc_limits.idle_timeout = o.get(opt::grpc_idle_timeout);
-  s.grpc_limits.memory_quota =
-    static_cast<size_t>(o.get(opt::grpc_memory_quota));
-  s.grpc_limits.probe_interval = o.get(opt::listener_probe_interval);
+  s.grpc_limits = grpc_limits_from(o);
   s.tokenizer_dir = o.get(opt::tokenizer);
   s.chat_template_file = o.get(opt::chat_template);
   s.migration_limit = static_cast<int>(o.get(opt::migration_limit));
@@ -238,10 +245,7 @@ sidecar::sidecar_settings sidecar_settings_from(const runtime::options& o) {
   s.relay_port = static_cast<int>(o.get(opt::relay_port));
   s.advertise_host = advertised_host(o);
   s.relay_max_streams = static_cast<size_t>(o.get(opt::relay_max_streams));
-  s.grpc_limits.idle_timeout = o.get(opt::grpc_idle_timeout);
-  s.grpc_limits.memory_quota =
-    static_cast<size_t>(o.get(opt::grpc_memory_quota));
-  s.grpc_limits.probe_interval = o.get(opt::listener_probe_interval);
+  s.grpc_limits = grpc_limits_from(o);
   s.shutdown_engine_on_gap = o.get(opt::on_kv_gap) == "shutdown-engine";
   s.kv_max_message_bytes = o.get(opt::kv_max_message_bytes);
   s.kv_max_batch_events = static_cast<size_t>(o.get(opt::kv_max_batch_events));

@@ -33,6 +33,10 @@ struct grpc_server_limits {
   /// How often the listener is probed from a fresh connection (0: never).
   /// --listener-probe-interval.
   std::chrono::milliseconds probe_interval{std::chrono::seconds{5}};
+  /// The process's last descriptors a connection to this listener may not
+  /// take, where the accept loop is outrider's (plaintext on an IP
+  /// address: cluster/grpc_listener.hpp); 0: gRPC's own listener always.
+  size_t fd_reserve = 64;
 };
 
 inline int clamp_ms(std::chrono::milliseconds d) {

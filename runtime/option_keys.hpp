@@ -88,6 +88,7 @@ struct option_key {
   X(grpc_max_streams, "grpc-max-streams", integer)                             \
   X(grpc_idle_timeout, "grpc-idle-timeout", duration)                          \
   X(grpc_memory_quota, "grpc-memory-quota", integer)                           \
+  X(grpc_fd_reserve, "grpc-fd-reserve", integer)                               \
   X(listener_probe_interval, "listener-probe-interval", duration)              \
   X(otlp_endpoint, "otlp-endpoint", string)                                    \
   X(trace_sample_ratio, "trace-sample-ratio", number)                          \

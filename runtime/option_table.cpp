@@ -269,6 +269,15 @@ std::vector<option_spec> make_specs() {
       "new ones (an idle one holds about 14 KB); 0: unbounded",
       "--grpc-memory-quota 268435456", {}, 0, 1099511627776),
     make_option(
+      "grpc-fd-reserve", ot::integer, "64",
+      "router and sidecar: the process's last file descriptors a connection "
+      "to a plaintext gRPC listener (--grpc-port, --epp-port, a relay) may "
+      "not take; such listeners accept on outrider's own loop, which closes "
+      "connections past the reserve, backs off when accept fails, and "
+      "drops connections silent for 10 s; 0: gRPC's own listener (as with "
+      "TLS, which has none of that; the listener probe covers it)",
+      "--grpc-fd-reserve 256", {}, 0, 65536),
+    make_option(
       "listener-probe-interval", ot::duration, "5s",
       "router and sidecar: how often each gRPC listener is probed from a "
       "fresh connection; one that stops accepting (two probes in a row) "

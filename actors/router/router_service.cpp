@@ -77,7 +77,8 @@ bool start_epp(runtime::role_env& ctx, const router_settings& s,
   // inference gateways verify the picker, but present none by default.
   auto err = parts.epp->start(
     s.http_host, static_cast<uint16_t>(s.epp_port),
-    cluster::server_credentials(parts.tls, /*client_certs=*/false));
+    parts.tls ? cluster::server_credentials(parts.tls, /*client_certs=*/false)
+              : nullptr); // plaintext (cluster/grpc_listener.hpp)
   if (!err.empty()) {
     ctx.control->request_exit(1, err);
     return false;
@@ -135,8 +136,9 @@ bool start_frontends(runtime::role_env& ctx, const router_settings& s,
                             s.grpc_limits,
                             parts.tracer};
   parts.grpc = std::make_unique<grpc_frontend>(*parts.dispatch, models, lim);
-  if (auto gerr = parts.grpc->start(host, static_cast<uint16_t>(port),
-                                    cluster::server_credentials(parts.tls));
+  if (auto gerr = parts.grpc->start(
+        host, static_cast<uint16_t>(port),
+        parts.tls ? cluster::server_credentials(parts.tls) : nullptr);
       !gerr.empty()) {
     ctx.control->request_exit(1, "gRPC frontend: " + gerr);
     return false;

@@ -140,18 +140,15 @@ namespace {
 // the port bound, 0 when it could not.
 uint16_t build_server(relay::impl& r, const std::string& listen) {
   grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(
-    listen,
-    r.cfg.credentials ? r.cfg.credentials : grpc::InsecureServerCredentials(),
-    &port);
-  cluster::apply(builder, r.cfg.limits, "relay");
   builder.RegisterService(r.inference_service.get());
   builder.RegisterService(r.control_service.get());
-  r.server = builder.BuildAndStart();
-  if (!r.server)
+  auto err =
+    r.server.start(builder, listen, r.cfg.credentials, r.cfg.limits, "relay");
+  if (!err.empty()) {
+    spdlog::error("relay: {}", err);
     return 0;
-  return static_cast<uint16_t>(port);
+  }
+  return r.server.port();
 }
 
 } // namespace
@@ -173,10 +170,7 @@ bool relay::restart(std::chrono::milliseconds grace) {
   uint16_t port = impl_->port;
   if (impl_->stopping || port == 0)
     return false;
-  if (impl_->server) {
-    impl_->server->Shutdown(std::chrono::system_clock::now() + grace);
-    impl_->server.reset();
-  }
+  impl_->server.shutdown(std::chrono::system_clock::now() + grace);
   // A service serves one server in its life: new ones, same state.
   impl_->inference_service = make_generate_service(*impl_);
   impl_->control_service = std::make_unique<control>(*impl_);
@@ -184,9 +178,8 @@ bool relay::restart(std::chrono::milliseconds grace) {
   auto host = listen.substr(0, listen.rfind(':'));
   auto bound = build_server(*impl_, host + ":" + std::to_string(port));
   if (bound != port) {
-    if (impl_->server) // another port: not the advertised one
-      impl_->server->Shutdown(std::chrono::system_clock::now());
-    impl_->server.reset();
+    // another port: not the advertised one
+    impl_->server.shutdown(std::chrono::system_clock::now());
     spdlog::error("relay: cannot listen on port {} again yet", port);
     return false;
   }
@@ -215,10 +208,7 @@ void relay::set_dialect(engine::dialect d) {
 void relay::stop(std::chrono::milliseconds grace) {
   impl_->stopping = true;
   std::lock_guard<std::mutex> guard{impl_->server_mtx};
-  if (impl_->server) {
-    impl_->server->Shutdown(std::chrono::system_clock::now() + grace);
-    impl_->server.reset();
-  }
+  impl_->server.shutdown(std::chrono::system_clock::now() + grace);
 }
 
 } // namespace outrider::sidecar

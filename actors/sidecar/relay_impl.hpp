@@ -14,6 +14,7 @@
 #include "cluster/engine/engine_adapter.hpp"
 #include "cluster/engine/engine_call.hpp"
 #include "cluster/engine/vocabulary.hpp"
+#include "cluster/grpc_listener.hpp"
 #include "openengine.grpc.pb.h"
 #include "runtime/metrics.hpp"
 #include "runtime/worker_pool.hpp"
@@ -71,7 +72,7 @@ struct relay::impl {
   std::unique_ptr<grpc::Service> inference_service;
   std::unique_ptr<grpc::Service> control_service;
   std::mutex server_mtx; // server and services: start, restart, stop
-  std::unique_ptr<grpc::Server> server;
+  cluster::grpc_listener server;
   std::atomic<uint16_t> port{0};
 
   caf::error server_info(engine::engine_info& out) {

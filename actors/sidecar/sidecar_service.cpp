@@ -155,7 +155,8 @@ void start_relay(runtime::role_env& ctx, const sidecar_settings& s,
     ctx.control->request_exit(2, describe(tls.error()));
     return;
   }
-  rcfg.credentials = cluster::server_credentials(*tls);
+  // null: plaintext, accepted on outrider's own loop (grpc_listener.hpp).
+  rcfg.credentials = *tls ? cluster::server_credentials(*tls) : nullptr;
   auto server = std::make_shared<relay>(rcfg);
   // --engine-protocol auto: the lifecycle tells the relay what it found.
   cfg.on_dialect = [weak = std::weak_ptr<relay>(server)](engine::dialect d) {

@@ -1,10 +1,10 @@
 #include "runtime/http/server.hpp"
 
 #include <boost/asio/strand.hpp>
-#include <sys/resource.h>
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/fd_acceptor.hpp"
 #include "runtime/http/session.hpp"
 
 namespace outrider::runtime {
@@ -34,19 +34,6 @@ void refuse_fast(tcp::socket& s) {
   s.close(ignored);
 }
 
-// Whether an accepted socket took one of the process's last `reserve`
-// descriptors. Descriptors are handed out lowest first, so a number at or
-// above limit - reserve means every one below it is in use. The limit is
-// read each time (an operator or a test may change it on a running
-// process).
-bool in_reserve(int fd, size_t reserve) {
-  rlimit lim{};
-  if (reserve == 0 || getrlimit(RLIMIT_NOFILE, &lim) != 0 ||
-      lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur <= reserve)
-    return false;
-  return static_cast<rlim_t>(fd) >= lim.rlim_cur - reserve;
-}
-
 void accept_next(const std::shared_ptr<http_server_core>& core) {
   core->acceptor.async_accept(
     net::make_strand(core->ioc),
@@ -72,7 +59,7 @@ void accept_next(const std::shared_ptr<http_server_core>& core) {
       auto& lim = core->lim;
       if (open >= lim.max_connections && core->evict_idle())
         open = 0; // an idle connection gave its slot
-      if (in_reserve(s.native_handle(), lim.fd_reserve)) {
+      if (in_descriptor_reserve(s.native_handle(), lim.fd_reserve)) {
         core->refused(http_refusal::descriptor_reserve);
         refuse_fast(s);
       } else if (open >= lim.max_connections + lim.reserved_connections) {

@@ -1,9 +1,12 @@
 // Issue 33, row 1: idle connections against outrider's gRPC listeners (the
 // router's --grpc-port, a sidecar's relay). Idle ones are closed after
-// --grpc-idle-timeout; and a listener that ran out of descriptors (gRPC
-// 1.51's stops accepting for good when accept() fails) is found by its
-// probe, withdraws the sidecar and is rebuilt on its port. A flood of HTTP
-// connections to the frontend leaves the process its last descriptors.
+// --grpc-idle-timeout. A plaintext listener accepts on outrider's own loop,
+// which leaves the process its last descriptors (--grpc-fd-reserve); one on
+// gRPC's own listener (TLS, or --grpc-fd-reserve 0) that ran out of
+// descriptors (gRPC 1.51's stops accepting for good when accept() fails) is
+// found by its probe, withdraws the sidecar and is rebuilt on its port. A
+// flood of HTTP connections to the frontend leaves the process its last
+// descriptors.
 
 #include <algorithm>
 #include <atomic>
@@ -122,13 +125,67 @@ TEST_CASE("row 1: gRPC connections that carry no call are closed after "
   CHECK(c.complete(tokens(1, 8), 2)["choices"].size() == 1);
 }
 
-TEST_CASE("row 1: a gRPC listener that ran out of descriptors is found by "
-          "its probe (the sidecar withdrawn meanwhile) and rebuilt on its "
-          "port: new connections are served again") {
+TEST_CASE("row 1: a plaintext gRPC listener keeps the process's last "
+          "descriptors: connections past --grpc-fd-reserve are closed, the "
+          "process stays ready and its listener never stops") {
   cluster c{1,
             {},
             {"--listener-probe-interval", "300ms"},
             {"--listener-probe-interval", "300ms"}};
+  auto& side = *c.sides[0];
+  REQUIRE(fresh_call(side.relay_port, true, 5s));
+  REQUIRE(fresh_call(c.grpc_port, false, 10s));
+  // Floods `port` of `pid` with twice as many idle connections as it has
+  // descriptors left; while they are open the process keeps its last ones
+  // (the reserve is 64) and its /ready stays 200; once they close, a fresh
+  // call is served.
+  auto flood = [&](pid_t pid, uint16_t port, const std::string& listener,
+                   auto metric, auto ready, bool relay) {
+    auto limit = limit_descriptors(pid, 200);
+    std::vector<std::unique_ptr<raw_client>> idle;
+    for (long i = 0; i < 400; ++i) {
+      idle.push_back(std::make_unique<raw_client>(port));
+      if (idle.back()->connected())
+        idle.back()->send(h2_preface);
+    }
+    auto refused = "outrider_accept_refused_total{listener=\"" + listener +
+                   "\",reason=\"descriptor_reserve\"}";
+    CHECK(eventually([&] { return metric(refused) >= 1; }, 10s));
+    auto open = open_descriptors(pid);
+    INFO("open " << open << " of " << limit);
+    CHECK(open <= limit - 32);
+    CHECK(ready() == 200);
+    idle.clear();
+    CHECK(eventually([&] { return fresh_call(port, relay, 2s); }, 20s));
+    auto failures =
+      "outrider_listener_failures_total{listener=\"" + listener + "\"}";
+    CHECK(metric(failures) == 0);
+  };
+
+  SECTION("the sidecar's relay") {
+    flood(
+      side.proc->pid(), side.relay_port, "relay",
+      [&](const std::string& m) { return side.metric(m).value_or(0); },
+      [&] { return side.get("/ready"); }, true);
+    CHECK(c.complete(tokens(1, 8), 2)["choices"].size() == 1);
+  }
+
+  SECTION("the router's --grpc-port") {
+    flood(
+      c.router->pid(), c.grpc_port, "grpc",
+      [&](const std::string& m) { return c.router_metric(m); },
+      [&] { return http_get(c.router_status, "/ready"); }, false);
+  }
+}
+
+TEST_CASE("row 1: on gRPC's own listener (TLS, or --grpc-fd-reserve 0), a "
+          "listener that ran out of descriptors is found by its probe (the "
+          "sidecar withdrawn meanwhile) and rebuilt on its port: new "
+          "connections are served again") {
+  cluster c{1,
+            {},
+            {"--listener-probe-interval", "300ms", "--grpc-fd-reserve", "0"},
+            {"--listener-probe-interval", "300ms", "--grpc-fd-reserve", "0"}};
   auto& side = *c.sides[0];
   REQUIRE(fresh_call(side.relay_port, true, 5s));
   REQUIRE(fresh_call(c.grpc_port, false, 10s));

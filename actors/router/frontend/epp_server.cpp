@@ -107,18 +107,14 @@ std::string epp_server::listen() {
   service_ = std::make_unique<processor>(state_);
   health_ = std::make_unique<epp_health>(state_);
   grpc::ServerBuilder builder;
-  int bound = 0;
   auto address = host_ + ":" + std::to_string(port_.load());
-  builder.AddListeningPort(address, creds_, &bound);
-  cluster::apply(builder, state_->cfg.server, "epp");
   builder.RegisterService(service_.get());
   builder.RegisterService(health_.get());
-  server_ = builder.BuildAndStart();
-  if (!server_ || bound == 0) {
-    server_.reset();
-    return "the endpoint picker cannot listen on " + address;
-  }
-  port_ = static_cast<uint16_t>(bound);
+  if (auto err =
+        server_.start(builder, address, creds_, state_->cfg.server, "epp");
+      !err.empty())
+    return "the endpoint picker cannot listen on " + address + (": " + err);
+  port_ = server_.port();
   return {};
 }
 
@@ -126,10 +122,7 @@ bool epp_server::restart(std::chrono::milliseconds grace) {
   std::lock_guard<std::mutex> guard{mtx_};
   if (stopped_ || port_ == 0)
     return false;
-  if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now() + grace);
-    server_.reset();
-  }
+  server_.shutdown(std::chrono::system_clock::now() + grace);
   auto err = listen();
   if (!err.empty()) {
     spdlog::error("router: {} again yet", err);
@@ -144,13 +137,9 @@ void epp_server::stop() {
   std::lock_guard<std::mutex> guard{mtx_};
   stopped_ = true;
   state_->stopping = true;
-  if (server_) {
-    // Streams still open are cancelled after a short grace; their
-    // bookings go with them (OnDone).
-    server_->Shutdown(std::chrono::system_clock::now() +
-                      std::chrono::seconds{2});
-    server_.reset();
-  }
+  // Streams still open are cancelled after a short grace; their bookings
+  // go with them (OnDone).
+  server_.shutdown(std::chrono::system_clock::now() + std::chrono::seconds{2});
   state_->pool.stop();
 }
 

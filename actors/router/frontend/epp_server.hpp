@@ -15,6 +15,7 @@
 #include "actors/router/core/disagg_policy.hpp"
 #include "actors/router/dispatch/dispatch_queue.hpp"
 #include "actors/router/frontend/prompt_render.hpp"
+#include "cluster/grpc_listener.hpp"
 #include "cluster/grpc_server_limits.hpp"
 #include "runtime/live_value.hpp"
 
@@ -95,7 +96,7 @@ class epp_server {
   std::mutex mtx_; // the server and services: start, restart, stop
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<grpc::Service> health_;
-  std::unique_ptr<grpc::Server> server_;
+  cluster::grpc_listener server_;
   std::string host_;
   std::shared_ptr<grpc::ServerCredentials> creds_;
   std::atomic<uint16_t> port_{0};

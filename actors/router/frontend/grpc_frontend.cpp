@@ -307,17 +307,13 @@ grpc_frontend::start(const std::string& host, uint16_t port,
 
 std::string grpc_frontend::listen() {
   grpc::ServerBuilder builder;
-  int bound = 0;
   auto address = host_ + ":" + std::to_string(port_.load());
-  builder.AddListeningPort(address, creds_, &bound);
-  cluster::apply(builder, state_->lim.server, "grpc-frontend");
   builder.RegisterService(service_.get());
-  server_ = builder.BuildAndStart();
-  if (!server_ || bound == 0) {
-    server_.reset();
-    return "cannot listen on " + address;
-  }
-  port_ = static_cast<uint16_t>(bound);
+  if (auto err =
+        server_.start(builder, address, creds_, state_->lim.server, "grpc");
+      !err.empty())
+    return "cannot listen on " + address + (": " + err);
+  port_ = server_.port();
   return {};
 }
 
@@ -325,10 +321,7 @@ bool grpc_frontend::restart(std::chrono::milliseconds grace) {
   std::lock_guard<std::mutex> guard{mtx_};
   if (stopped_ || port_ == 0)
     return false;
-  if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now() + grace);
-    server_.reset();
-  }
+  server_.shutdown(std::chrono::system_clock::now() + grace);
   // A service serves one server in its life: a new one, the same state.
   service_ = std::make_unique<inference>(*state_);
   auto err = listen();
@@ -343,11 +336,7 @@ bool grpc_frontend::restart(std::chrono::milliseconds grace) {
 void grpc_frontend::stop() {
   std::lock_guard<std::mutex> guard{mtx_};
   stopped_ = true;
-  if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now() +
-                      std::chrono::seconds{1});
-    server_.reset();
-  }
+  server_.shutdown(std::chrono::system_clock::now() + std::chrono::seconds{1});
 }
 
 } // namespace outrider::router

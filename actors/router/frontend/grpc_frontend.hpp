@@ -12,6 +12,7 @@
 #include <grpcpp/security/server_credentials.h>
 
 #include "actors/router/dispatch/dispatcher.hpp"
+#include "cluster/grpc_listener.hpp"
 #include "cluster/grpc_server_limits.hpp"
 
 namespace grpc {
@@ -67,7 +68,7 @@ class grpc_frontend {
   std::unique_ptr<state> state_;
   std::mutex mtx_; // the server, the service: start, restart, stop
   std::unique_ptr<grpc::Service> service_;
-  std::unique_ptr<grpc::Server> server_;
+  cluster::grpc_listener server_;
   std::string host_;
   std::shared_ptr<grpc::ServerCredentials> creds_;
   std::atomic<uint16_t> port_{0};
