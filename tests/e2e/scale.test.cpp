@@ -5,6 +5,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sys/resource.h>
 #include <thread>
 
@@ -86,7 +87,15 @@ namespace {
 // machine's cores under load, whatever the number of peers.
 struct thread_census {
   long total = 0, grpc_pools = 0;
+  std::map<std::string, long> by_name; // to say which pool grew
 };
+
+std::string names(const thread_census& c) {
+  std::string out;
+  for (const auto& [name, n] : c.by_name)
+    out += name + " " + std::to_string(n) + ", ";
+  return out;
+}
 
 thread_census census(pid_t pid) {
   thread_census out;
@@ -96,6 +105,7 @@ thread_census census(pid_t pid) {
     std::string name;
     std::getline(comm, name);
     ++out.total;
+    ++out.by_name[name];
     for (const char* pool : {"default-executo", "grpc_global_tim",
                              "event_engine", "resolver-execut"})
       if (name == pool)
@@ -139,7 +149,9 @@ TEST_CASE("the router's thread count does not grow with its workers: 2 and "
   auto sixteen = router_threads_with(16);
   WARN("router threads: " << two.total << " with 2 workers (" << two.grpc_pools
                           << " in gRPC's pools), " << sixteen.total
-                          << " with 16 (" << sixteen.grpc_pools << ")");
+                          << " with 16 (" << sixteen.grpc_pools
+                          << "); by name: " << names(two) << "and "
+                          << names(sixteen));
   // outrider's own threads (actors, discovery, frontends, gRPC's callback
   // threads): the same within 2.
   auto own = [](const thread_census& c) { return c.total - c.grpc_pools; };
