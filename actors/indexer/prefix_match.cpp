@@ -62,7 +62,9 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
   }
   if (first.extra) {
     for (size_t k = 0; k < first.extra->size(); ++k) {
-      auto [w, bits] = (*first.extra)[k];
+      // Plain locals: a word is packed (slot_words.hpp).
+      uint32_t w = (*first.extra)[k].first;
+      uint64_t bits = (*first.extra)[k].second;
       auto i = std::lower_bound(
         active.begin(), active.end(), w,
         [](const word_state& a, uint32_t v) { return a.w < v; });

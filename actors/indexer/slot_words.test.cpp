@@ -16,7 +16,10 @@ namespace {
 void agrees(const slot_words& s, const std::set<uint32_t>& ref) {
   std::set<uint32_t> got;
   for (size_t i = 0; i < s.size(); ++i) {
-    auto [w, bits] = s[i];
+    // Copied out: a word is packed, and Catch takes its operands by
+    // reference (a misaligned one, for the bits).
+    uint32_t w = s[i].first;
+    uint64_t bits = s[i].second;
     REQUIRE(bits != 0);
     if (i > 0)
       REQUIRE(s[i - 1].first < w);
