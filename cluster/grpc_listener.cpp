@@ -1,7 +1,6 @@
 #include "cluster/grpc_listener.hpp"
 
 #include <grpcpp/server_posix.h>
-#include <spdlog/spdlog.h>
 
 namespace outrider::cluster {
 
