@@ -98,9 +98,7 @@ struct fd_acceptor_state : std::enable_shared_from_this<fd_acceptor_state> {
       // EMFILE and friends: back off instead of spinning, then go on (the
       // connections wait in the kernel's backlog meanwhile).
       accept_errors->inc();
-      backoff_now =
-        std::min(std::max(backoff_now * 2, std::chrono::milliseconds{10}),
-                 std::chrono::milliseconds{1000});
+      backoff_now = accept_backoff(backoff_now);
       backoff.expires_after(backoff_now);
       backoff.async_wait([self = shared_from_this()](auto e) {
         if (!e && !self->stopping.load())

@@ -15,6 +15,7 @@
 //     handed) and cost a bounded number of descriptors for a bounded time.
 // One I/O thread per acceptor (Boost.Asio), whatever the connections.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -30,6 +31,14 @@ namespace outrider::runtime {
 /// limit - reserve means every one below it is in use. The limit is read
 /// each time (an operator or a test may change it on a running process).
 bool in_descriptor_reserve(int fd, size_t reserve);
+
+/// The wait before accepting again after the accept that failed after
+/// waiting `last` (0 at the first failure): 10 ms, doubling to 1 s.
+inline std::chrono::milliseconds
+accept_backoff(std::chrono::milliseconds last) {
+  return std::min(std::max(last * 2, std::chrono::milliseconds{10}),
+                  std::chrono::milliseconds{1000});
+}
 
 struct fd_acceptor_config {
   /// Metric label and log name ("relay", "grpc", "epp").

@@ -152,14 +152,22 @@ TEST_CASE("fd_acceptor: never hands out the process's last descriptors, "
     // before the accepted ones reach the reserve, the rest refused, and
     // the last clients find no descriptor at all (the accept loop then
     // fails with EMFILE and backs off).
+    // Each connection is accepted before the next is made: the clients
+    // live in this process too, and on a busy machine they would
+    // otherwise take every descriptor before the acceptor took any.
     auto limit = static_cast<rlim_t>(open_fds() + 40);
     lowered_limit low{limit};
+    auto& accepted = global_metrics().get_counter(
+      "outrider_accept_connections_total", "", {{"listener", cfg.name}});
     for (int i = 0; i < 30; ++i) {
+      auto before = accepted.value();
       auto c = std::make_unique<raw_client>(a.port());
       if (!c->connected())
         break;
       c->send("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
       clients.push_back(std::move(c));
+      if (!eventually([&] { return accepted.value() > before; }, 5s))
+        break; // no descriptor left to accept it with
     }
     CHECK(eventually(
       [&] { return refused(cfg.name, "descriptor_reserve") >= 1; }, 5s));

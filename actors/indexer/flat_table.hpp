@@ -23,8 +23,6 @@ class flat_table {
   flat_table() = default;
 
   size_t size() const { return size_; }
-  /// Slots allocated (memory is about (8 + sizeof(Value) + 1) each).
-  size_t capacity() const { return keys_.size(); }
 
   Value* find(uint64_t key) {
     if (keys_.empty())
@@ -64,14 +62,6 @@ class flat_table {
   /// Calls f(key, value) for every entry, in no particular order.
   template <class F>
   void each(F&& f) const {
-    for (size_t i = 0; i < keys_.size(); ++i)
-      if (state_[i] == full)
-        f(keys_[i], vals_[i]);
-  }
-
-  /// The same, each value writable.
-  template <class F>
-  void each_mut(F&& f) {
     for (size_t i = 0; i < keys_.size(); ++i)
       if (state_[i] == full)
         f(keys_[i], vals_[i]);

@@ -29,21 +29,19 @@ void prefix_index::add_holder(uint64_t seq, slot_id slot) {
         free_entries_.pop_back();
       }
     }
-    auto& hi = entries_[ref.entry];
-    if (hi.test(slot)) {
+    if (!entries_[ref.entry].set(slot)) {
       ++extra_holds_[{seq, slot}];
       return;
     }
-    hi.set(slot);
   }
   ++entries_count_;
 }
 
 void prefix_index::drop_holder(uint64_t seq, slot_id slot) {
   auto* ref = table_.find(seq);
-  if (!ref ||
-      !(slot < 64 ? (ref->mask0 >> slot) & 1 : entries_[ref->entry].test(slot)))
+  if (!ref)
     return;
+  // A further copy goes first (there is one only where the slot holds it).
   if (!extra_holds_.empty()) {
     auto x = extra_holds_.find({seq, slot});
     if (x != extra_holds_.end()) {
@@ -52,18 +50,22 @@ void prefix_index::drop_holder(uint64_t seq, slot_id slot) {
       return;
     }
   }
-  --entries_count_;
   if (slot < 64) {
-    ref->mask0 &= ~(uint64_t{1} << slot);
+    auto bit = uint64_t{1} << slot;
+    if (!(ref->mask0 & bit))
+      return;
+    ref->mask0 &= ~bit;
   } else {
     auto& hi = entries_[ref->entry];
-    hi.clear(slot);
+    if (!hi.clear(slot))
+      return;
     if (hi.empty()) {
       hi = slot_words{}; // its heap words go now
       free_entries_.push_back(ref->entry);
       ref->entry = 0;
     }
   }
+  --entries_count_;
   if (ref->mask0 == 0 && ref->entry == 0)
     table_.erase(seq);
 }
@@ -124,7 +126,7 @@ bool prefix_index::drop(slot_id slot, uint64_t engine_hash,
   // goes until the cap is reached again.
   auto& sb = slots_[slot];
   if (sb.order && sb.map.size() < sb.cap / 2)
-    release_order(sb);
+    sb.order.reset();
   return true;
 }
 
@@ -144,13 +146,9 @@ void prefix_index::set_cap(slot_id slot, size_t cap) {
   if (sb.cap == cap)
     return;
   sb.cap = cap;
-  release_order(sb);
+  sb.order.reset();
   if (cap)
     enforce_cap(slot);
-}
-
-void prefix_index::release_order(slot_blocks& sb) {
-  sb.order.reset();
 }
 
 void prefix_index::enforce_cap(slot_id slot) {
@@ -245,7 +243,7 @@ void prefix_index::clear_slot(slot_id slot) {
   slots_[slot].map.each(
     [&](uint64_t, const held_block& b) { drop_holder(b.key, slot); });
   slots_[slot].map.clear();
-  release_order(slots_[slot]);
+  slots_[slot].order.reset();
 }
 
 std::vector<uint64_t> prefix_index::engine_hashes(slot_id slot) const {

@@ -151,7 +151,6 @@ class prefix_index {
     slot_blocks(slot_blocks&&) noexcept = default;
     slot_blocks& operator=(slot_blocks&&) noexcept = default;
   };
-  static void release_order(slot_blocks& sb);
   std::vector<slot_blocks> slots_;
   size_t entries_count_ = 0;
   counters stats_;

@@ -72,57 +72,64 @@ class slot_words {
     return z ^ (z >> 31);
   }
 
-  void set(uint32_t slot) {
-    if (test(slot))
-      return;
-    fp_ ^= mix(slot);
+  /// Adds `slot`; false when it was in the set already.
+  bool set(uint32_t slot) {
     word w{slot / 64, uint64_t{1} << (slot % 64)};
     if (n_ == 0) {
       w_ = w.first;
       bits_ = w.second;
       n_ = 1;
-      return;
-    }
-    if (n_ == 1) {
-      if (w_ == w.first) {
-        bits_ |= w.second;
-        return;
+    } else if (n_ == 1 && w_ == w.first) {
+      if (bits_ & w.second)
+        return false;
+      bits_ |= w.second;
+    } else {
+      if (n_ == 1)
+        many_ = std::make_unique<std::vector<word>>(1, word{w_, bits_});
+      auto i = at(*many_, w.first);
+      if (i != many_->end() && i->first == w.first) {
+        if (i->second & w.second)
+          return false;
+        i->second |= w.second;
+      } else {
+        many_->insert(i, w);
       }
-      many_ = std::make_unique<std::vector<word>>(1, word{w_, bits_});
+      n_ = static_cast<uint32_t>(many_->size());
     }
-    auto i = at(*many_, w.first);
-    if (i != many_->end() && i->first == w.first)
-      i->second |= w.second;
-    else
-      many_->insert(i, w);
-    n_ = static_cast<uint32_t>(many_->size());
+    fp_ ^= mix(slot);
+    return true;
   }
 
-  void clear(uint32_t slot) {
-    if (!test(slot))
-      return;
-    fp_ ^= mix(slot);
+  /// Removes `slot`; false when it was not in the set.
+  bool clear(uint32_t slot) {
     auto w = slot / 64;
     auto bit = uint64_t{1} << (slot % 64);
-    if (n_ == 1) {
-      if (w_ == w && (bits_ &= ~bit) == 0)
-        n_ = 0;
-      return;
-    }
     if (n_ == 0)
-      return;
+      return false;
+    if (n_ == 1) {
+      if (w_ != w || !(bits_ & bit))
+        return false;
+      if ((bits_ &= ~bit) == 0)
+        n_ = 0;
+      fp_ ^= mix(slot);
+      return true;
+    }
     auto i = at(*many_, w);
-    if (i == many_->end() || i->first != w || (i->second &= ~bit) != 0)
-      return;
+    if (i == many_->end() || i->first != w || !(i->second & bit))
+      return false;
+    fp_ ^= mix(slot);
+    if ((i->second &= ~bit) != 0)
+      return true;
     many_->erase(i);
     if (many_->size() == 1) {
       w_ = (*many_)[0].first;
       bits_ = (*many_)[0].second;
       many_.reset();
       n_ = 1;
-      return;
+      return true;
     }
     n_ = static_cast<uint32_t>(many_->size());
+    return true;
   }
 
   /// The bits of word `w` (0 when none of its slots is in the set).

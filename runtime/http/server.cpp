@@ -44,9 +44,7 @@ void accept_next(const std::shared_ptr<http_server_core>& core) {
         // EMFILE and friends: back off (10 ms doubling to 1 s) instead of
         // spinning on a listener that cannot accept.
         core->accept_errors->inc();
-        core->backoff_now = std::min(
-          std::max(core->backoff_now * 2, std::chrono::milliseconds{10}),
-          std::chrono::milliseconds{1000});
+        core->backoff_now = accept_backoff(core->backoff_now);
         core->backoff.expires_after(core->backoff_now);
         core->backoff.async_wait([core](boost::system::error_code e) {
           if (!e)
