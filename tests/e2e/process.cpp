@@ -143,6 +143,38 @@ bool sanitized_binaries() {
 #endif
 }
 
+vptr_check_off::vptr_check_off() {
+  const char* now = std::getenv("UBSAN_OPTIONS");
+  if (!now)
+    return; // no sanitizer options: nothing reads them
+  saved_ = now;
+  // UBSAN_OPTIONS names one suppressions file: a copy of it with every
+  // vptr check suppressed takes its place.
+  std::string opts = now, kept;
+  std::istringstream in{opts};
+  std::string item, supp_path;
+  while (std::getline(in, item, ':')) {
+    if (item.rfind("suppressions=", 0) == 0)
+      supp_path = item.substr(13);
+    else
+      kept += item + ":";
+  }
+  file_ = "/tmp/outrider-e2e-ubsan-" + std::to_string(::getpid()) + ".supp";
+  std::ofstream out{file_};
+  if (!supp_path.empty())
+    out << read_all(supp_path) << "\n";
+  out << "vptr:*\n"; // the check's kind (vptr_check matches only sound types)
+  out.close();
+  ::setenv("UBSAN_OPTIONS", (kept + "suppressions=" + file_).c_str(), 1);
+}
+
+vptr_check_off::~vptr_check_off() {
+  if (!saved_)
+    return;
+  ::setenv("UBSAN_OPTIONS", saved_->c_str(), 1);
+  std::remove(file_.c_str());
+}
+
 uint16_t free_port() {
   static std::mutex mtx;
   static std::mt19937 rng{static_cast<unsigned>(
