@@ -39,6 +39,18 @@ class flat_table {
     return const_cast<flat_table*>(this)->find(key);
   }
 
+  /// Asks the CPU to bring `key`'s home slot in (its state, key and
+  /// value) ahead of a find: a walk that knows its next keys overlaps
+  /// their cache misses instead of taking them one after another.
+  void prefetch(uint64_t key) const {
+    if (keys_.empty())
+      return;
+    auto i = home(key);
+    __builtin_prefetch(&state_[i]);
+    __builtin_prefetch(&keys_[i]);
+    __builtin_prefetch(&vals_[i]);
+  }
+
   /// The value of `key`, default-constructed when new (`added` tells).
   Value& insert(uint64_t key, bool& added) {
     if ((size_ + 1) * 100 > keys_.size() * MaxLoad)

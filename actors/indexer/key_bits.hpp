@@ -34,6 +34,8 @@ class key_bits {
     return e && e->test(slot);
   }
 
+  void prefetch(uint64_t key) const { table_.prefetch(key); }
+
   /// The key's words; null when no slot marks it.
   const words* find(uint64_t key) const { return table_.find(key); }
 

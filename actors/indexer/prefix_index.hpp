@@ -75,8 +75,8 @@ class prefix_index {
   /// The same answer grouped by run length (match_groups): its cost
   /// follows the prompt's length and the 64-slot words still matching at
   /// each depth, not the number of holders (prefix_match.cpp). With
-  /// `also`, a slot's run is the longer of its run here and its run of
-  /// keys marked there (the router's predicted blocks).
+  /// `also`, a slot's run goes on through blocks held here or marked for
+  /// it there (the router's predicted blocks), either.
   match_groups find_groups(const std::vector<uint64_t>& seq_hashes,
                            const key_bits* also = nullptr) const;
 

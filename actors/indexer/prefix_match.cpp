@@ -26,6 +26,18 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
     const slot_words* hi = nullptr;
     const key_bits::words* extra = nullptr;
   };
+  // The walk reads its keys' table slots in order, each a cache miss in
+  // an index of fleet size: they are asked for this many blocks ahead.
+  constexpr size_t ahead = 8;
+  auto prefetch = [&](size_t depth) {
+    if (depth >= seq_hashes.size())
+      return;
+    table_.prefetch(seq_hashes[depth]);
+    if (also)
+      also->prefetch(seq_hashes[depth]);
+  };
+  for (size_t d = 0; d < ahead; ++d)
+    prefetch(d);
   auto masks_of = [&](uint64_t key) {
     masks m;
     m.ref = table_.find(key);
@@ -44,21 +56,21 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
       ++x;
     return x < ws->size() && (*ws)[x].first == w ? (*ws)[x].second : 0;
   };
-  // Per 64-slot word still matching: the slots whose index run goes on,
-  // and those whose run in the other source does. Only such words are
+  // Per 64-slot word still matching: the slots whose run goes on, each
+  // block held in the index or in the other source. Only such words are
   // carried down the prompt: once the holders of a shared prefix drop out,
   // the deeper blocks cost as many words as the few slots that hold them.
   struct word_state {
     uint32_t w;
-    uint64_t index, extra;
+    uint64_t live;
   };
   std::vector<word_state> active;
   auto first = masks_of(seq_hashes[0]);
   if (first.ref) {
     if (first.ref->mask0)
-      active.push_back({0, first.ref->mask0, 0});
+      active.push_back({0, first.ref->mask0});
     for (size_t k = 0; k < first.hi->size(); ++k)
-      active.push_back({(*first.hi)[k].first, (*first.hi)[k].second, 0});
+      active.push_back({(*first.hi)[k].first, (*first.hi)[k].second});
   }
   if (first.extra) {
     for (size_t k = 0; k < first.extra->size(); ++k) {
@@ -69,9 +81,9 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
         active.begin(), active.end(), w,
         [](const word_state& a, uint32_t v) { return a.w < v; });
       if (i != active.end() && i->w == w)
-        i->extra = bits;
+        i->live |= bits;
       else
-        active.insert(i, {w, 0, bits});
+        active.insert(i, {w, bits});
     }
   }
   auto drop = [&](uint32_t depth, uint32_t word, uint64_t bits) {
@@ -96,6 +108,7 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
   auto prev = first;
   uint32_t depth = 1;
   for (; depth < seq_hashes.size() && !active.empty(); ++depth) {
+    prefetch(depth + ahead);
     auto m = masks_of(seq_hashes[depth]);
     if (same(m, prev))
       continue;
@@ -108,17 +121,16 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
       uint64_t mine = !m.ref     ? 0
                       : a.w == 0 ? m.ref->mask0
                                  : merged(m.hi, y, a.w);
-      auto index = a.index & mine;
-      auto extra = a.extra & merged(m.extra, x, a.w);
-      if (auto gone = (a.index | a.extra) & ~(index | extra))
+      auto live = a.live & (mine | merged(m.extra, x, a.w));
+      if (auto gone = a.live & ~live)
         drop(depth, a.w, gone);
-      if (index | extra)
-        active[kept++] = {a.w, index, extra};
+      if (live)
+        active[kept++] = {a.w, live};
     }
     active.resize(kept);
   }
   for (auto a : active)
-    drop(depth, a.w, a.index | a.extra);
+    drop(depth, a.w, a.live);
   std::reverse(out.groups.begin(), out.groups.end());
   return out;
 }

@@ -76,23 +76,61 @@ bool placement::predicted(uint32_t slot, uint64_t hash,
   return p && (p->pending > 0 || p->until >= now);
 }
 
-// The booking's blocks count as held on its slot until it is prefilled.
-void placement::predict(booking& b, const std::vector<uint64_t>& seq) {
+// The booking's blocks count as held on its slot until it is prefilled:
+// those the index holds there now through the index (watched for
+// evictions meanwhile), the others as predicted. A prompt mostly cached
+// where it goes (the common case in kv mode) predicts only its tail.
+void placement::predict(uint64_t key, booking& b,
+                        const std::vector<uint64_t>& seq) {
   auto& pred = predictions_[b.slot];
-  if (pred.size() + seq.size() > cfg_.prediction_cap)
-    lapse_predictions(now_());
-  if (pred.size() + seq.size() > cfg_.prediction_cap)
-    return;
-  bool added = false;
+  const auto& gpu = index_.tier(kv::medium::gpu);
+  std::vector<uint64_t> fresh;
+  fresh.reserve(seq.size());
   for (auto h : seq)
-    if (pred.insert(h, added).pending++ == 0)
-      predicted_bits_.set(h, b.slot);
-  b.pending = seq;
+    (gpu.holds(h, b.slot) ? b.covered : fresh).push_back(h);
+  if (pred.size() + fresh.size() > cfg_.prediction_cap)
+    lapse_predictions(now_());
+  if (pred.size() + fresh.size() > cfg_.prediction_cap) {
+    b.covered.clear();
+    return;
+  }
+  for (auto h : fresh)
+    predict_one(b, h);
+  if (!b.covered.empty())
+    slots_[b.slot].covering.push_back(key);
+}
+
+void placement::predict_one(booking& b, uint64_t h) {
+  bool added = false;
+  if (predictions_[b.slot].insert(h, added).pending++ == 0)
+    predicted_bits_.set(h, b.slot);
+  b.pending.push_back(h);
+}
+
+void placement::uncover(uint32_t slot) {
+  const auto& gpu = index_.tier(kv::medium::gpu);
+  for (auto key : slots_[slot].covering) {
+    auto i = bookings_.find(key);
+    if (i == bookings_.end())
+      continue;
+    auto& b = i->second;
+    std::erase_if(b.covered, [&](uint64_t h) {
+      if (gpu.holds(h, slot))
+        return false;
+      predict_one(b, h);
+      return true;
+    });
+  }
 }
 
 // Prefilled (or gone before): its blocks stay predicted for the TTL, the
 // time their KV events take to arrive.
-void placement::settle(booking& b) {
+void placement::settle(uint64_t key, booking& b) {
+  if (!b.covered.empty()) {
+    std::erase(slots_[b.slot].covering, key);
+    b.covered.clear();
+    b.covered.shrink_to_fit();
+  }
   if (b.pending.empty())
     return;
   auto& pred = predictions_[b.slot];
@@ -191,13 +229,13 @@ route_decision placement::place(const route_request& req) {
   b.prefill_tokens = req.tokens.size() -
                      std::min<size_t>(req.tokens.size(), size_t{reused} * bs);
   b.decode_blocks = prompt_blocks - std::min(prompt_blocks, reused);
+  d.key = next_key_++;
   if (cfg_.mode == router_mode::kv)
-    predict(b, seq);
+    predict(d.key, b, seq);
   info.prefill_tokens += b.prefill_tokens;
   info.decode_blocks += b.decode_blocks;
   reorder(slot);
   d.ok = true;
-  d.key = next_key_++;
   if (b.prefill_tokens)
     info.unprefilled[{b.priority, d.key}] = b.prefill_tokens;
   d.slot = slot;
@@ -243,7 +281,7 @@ std::optional<uint32_t> placement::unbook(uint64_t key, bool finished) {
     s.prefill_tokens -= std::min(s.prefill_tokens, b.prefill_tokens);
     s.unprefilled.erase({b.priority, key});
     b.prefilled = true;
-    settle(b);
+    settle(key, b);
   }
   if (finished) {
     s.decode_blocks -= std::min(s.decode_blocks, b.decode_blocks);

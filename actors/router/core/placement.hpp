@@ -237,6 +237,9 @@ class placement {
     // admits them ((priority, key) -> prefill tokens): the first is the
     // prompt the engine is computing.
     std::map<std::pair<int32_t, uint64_t>, uint64_t> unprefilled;
+    // Its bookings not prefilled yet with blocks the index held when they
+    // were placed (booking::covered): watched for evictions.
+    std::vector<uint64_t> covering;
     // Its place in by_load_ (while alive).
     double load_key = 0;
     uint32_t tiebreak = 0;
@@ -256,6 +259,10 @@ class placement {
     int32_t priority = 0;
     bool prefilled = false;
     std::vector<uint64_t> pending; // its blocks counted as pending
+    // Its blocks the index held there when it was placed: not predicted
+    // (the index has them), unless evicted before it is prefilled (the
+    // engine computes them again for it).
+    std::vector<uint64_t> covered;
   };
 
   // The search for candidates (placement_search.cpp): every eligible
@@ -292,8 +299,13 @@ class placement {
                         const route_request& req, route_decision& d);
   void explain(route_decision& d, const std::vector<candidate>& cands,
                size_t chosen, uint32_t prompt_blocks) const;
-  void predict(booking& b, const std::vector<uint64_t>& seq);
-  void settle(booking& b);
+  void predict(uint64_t key, booking& b, const std::vector<uint64_t>& seq);
+  /// Counts `h` as pending on the booking's slot.
+  void predict_one(booking& b, uint64_t h);
+  /// Predicts the covered blocks of the slot's unprefilled bookings that
+  /// the index no longer holds there.
+  void uncover(uint32_t slot);
+  void settle(uint64_t key, booking& b);
   bool predicted(uint32_t slot, uint64_t hash, clock::time_point now) const;
   std::optional<uint32_t> unbook(uint64_t key, bool finished);
 

@@ -265,6 +265,33 @@ TEST_CASE("placement: an eviction the engine reports ends a prediction at "
   CHECK(after.best_overlap_blocks == 0);
 }
 
+TEST_CASE("placement: a request counted on cached blocks that a rank reset "
+          "drops before it is prefilled has them predicted instead",
+          "[placement]") {
+  manual_clock clk;
+  placement p{mode("kv"), clk.fn(), 1};
+  p.add_worker(worker("a"));
+  p.add_worker(worker("b"));
+  auto tokens = prompt(900);
+  kv::block_stored stored;
+  stored.block_size = 4;
+  stored.token_ids = tokens;
+  stored.block_hashes = {3000, 3001, 3002, 3003};
+  REQUIRE(p.apply_events({"a", 0, false, {stored}}));
+  auto held = place(p, tokens);
+  REQUIRE(held.worker_id == "a");
+  CHECK(held.overlap_blocks == 4);
+  // The engine restarted its numbering: the index forgets the rank, but
+  // the queued request will compute its blocks there.
+  REQUIRE(p.apply_events({"a", 0, true, {}}));
+  auto follower = place(p, tokens);
+  CHECK(follower.worker_id == "a");
+  CHECK(follower.overlap_blocks == 0);
+  CHECK(follower.chosen_overlap_blocks == 4);
+  p.release(follower.key);
+  p.release(held.key);
+}
+
 TEST_CASE("placement: an adapter's request goes only to workers serving the "
           "adapter, and is keyed by it",
           "[placement]") {

@@ -33,9 +33,9 @@ std::optional<uint32_t> placement::remote(const cluster::booking_note& n) {
   info.prefill_tokens += b.prefill_tokens;
   info.decode_blocks += b.decode_blocks;
   reorder(slot);
-  if (cfg_.mode == engine::router_mode::kv && !n.blocks.empty())
-    predict(b, n.blocks);
   auto key = next_remote_key_++;
+  if (cfg_.mode == engine::router_mode::kv && !n.blocks.empty())
+    predict(key, b, n.blocks);
   bookings_[key] = std::move(b);
   remote_[id] = {key, now};
   // Another replica placed a turn of this session: its next turn goes

@@ -8,7 +8,7 @@
 //   (w_o + w_d) x U + w_o x e x evicted + L,  U = uncached prompt blocks,
 // where L = w_o x q x queued + w_d x decode is its load part, kept ordered
 // in by_load_, and evicted >= 0. A rank whose run of leading blocks,
-// cached or predicted (whichever is longer), is d and that holds nothing
+// each cached or predicted, is d and that holds nothing
 // offloaded after it has U = P - d, so its cost is at least
 // (w_o + w_d)(P - d) + L. The index answers in groups of equal d
 // (match_groups, predicted blocks ANDed in from key_bits); each group is
@@ -106,11 +106,14 @@ void placement::fill(candidate& c, uint32_t gpu_blocks,
                      const std::vector<uint64_t>& seq,
                      clock::time_point now) const {
   // What the index knows, extended by the blocks predicted for the
-  // requests just routed there.
-  uint32_t n = 0;
-  while (n < seq.size() && predicted(c.slot, seq[n], now))
+  // requests just routed there: the leading blocks that are one or the
+  // other.
+  const auto& gpu = index_.tier(kv::medium::gpu);
+  uint32_t n = gpu_blocks;
+  while (n < seq.size() &&
+         (predicted(c.slot, seq[n], now) || gpu.holds(seq[n], c.slot)))
     ++n;
-  c.overlap_blocks = std::max(gpu_blocks, n);
+  c.overlap_blocks = n;
   // The offloaded blocks after the GPU run, credited by tier; those
   // already counted as predicted (a request routed there just now will
   // compute them) are not credited twice.
@@ -148,7 +151,7 @@ placement::scored placement::score_pruned(const route_request& req,
                                           uint32_t prompt_blocks) {
   scored out;
   auto now = now_();
-  // Runs of the index or of predicted blocks, whichever is longer.
+  // Runs of blocks the index holds or that are predicted.
   auto groups = index_.find_groups(seq, &predicted_bits_);
   auto offloaded = index_.find_offloaded(seq);
   auto sel = selector();

@@ -69,6 +69,7 @@ void placement::remove_worker(const std::string& id) {
     index_.clear_slot(slot);
     slots_[slot].alive = false;
     slots_[slot].unprefilled.clear();
+    slots_[slot].covering.clear();
     predictions_[slot].each([&](uint64_t key, const prediction&) {
       predicted_bits_.clear(key, slot);
     });
@@ -103,10 +104,14 @@ std::optional<uint32_t> placement::apply_events(const worker_events& ev) {
   // A predicted block the engine has now reported stored or removed is the
   // index's to follow: its prediction goes, so that an eviction counts at
   // once instead of after prediction_ttl (pending ones stay: a request
-  // queued there will compute them again).
+  // queued there will compute them again). A block a queued request
+  // counted on the index for and that is now evicted becomes predicted
+  // for it.
   auto& pred = predictions_[slot];
+  bool covering = !slots_[slot].covering.empty();
   std::vector<uint64_t> touched;
-  index_.apply(slot, ev.events, pred.size() == 0 ? nullptr : &touched);
+  index_.apply(slot, ev.events,
+               pred.size() == 0 && !covering ? nullptr : &touched);
   for (auto h : touched) {
     auto* p = pred.find(h);
     if (!p)
@@ -117,6 +122,8 @@ std::optional<uint32_t> placement::apply_events(const worker_events& ev) {
       predicted_bits_.clear(h, slot);
     }
   }
+  if (covering && (ev.reset || !touched.empty()))
+    uncover(slot);
   return slot;
 }
 
