@@ -107,18 +107,33 @@ void placement::predict_one(booking& b, uint64_t h) {
   b.pending.push_back(h);
 }
 
-void placement::uncover(uint32_t slot) {
+void placement::uncover(uint32_t slot, const std::vector<uint64_t>& touched,
+                        bool reset) {
   const auto& gpu = index_.tier(kv::medium::gpu);
+  // The blocks this batch took from the rank (a reset: every one). A batch
+  // that only stores costs a look at its own blocks, and one that removes
+  // a lookup per covered block of each queued request, in a small sorted
+  // list.
+  std::vector<uint64_t> gone;
+  if (!reset) {
+    for (auto h : touched)
+      if (!gpu.holds(h, slot))
+        gone.push_back(h);
+    if (gone.empty())
+      return;
+    std::sort(gone.begin(), gone.end());
+  }
   for (auto key : slots_[slot].covering) {
     auto i = bookings_.find(key);
     if (i == bookings_.end())
       continue;
     auto& b = i->second;
     std::erase_if(b.covered, [&](uint64_t h) {
-      if (gpu.holds(h, slot))
-        return false;
-      predict_one(b, h);
-      return true;
+      bool lost = reset ? !gpu.holds(h, slot)
+                        : std::binary_search(gone.begin(), gone.end(), h);
+      if (lost)
+        predict_one(b, h);
+      return lost;
     });
   }
 }

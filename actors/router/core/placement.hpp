@@ -303,8 +303,9 @@ class placement {
   /// Counts `h` as pending on the booking's slot.
   void predict_one(booking& b, uint64_t h);
   /// Predicts the covered blocks of the slot's unprefilled bookings that
-  /// the index no longer holds there.
-  void uncover(uint32_t slot);
+  /// a batch (`touched`: the keys it stored or removed) or a reset took
+  /// from the index there.
+  void uncover(uint32_t slot, const std::vector<uint64_t>& touched, bool reset);
   void settle(uint64_t key, booking& b);
   bool predicted(uint32_t slot, uint64_t hash, clock::time_point now) const;
   std::optional<uint32_t> unbook(uint64_t key, bool finished);

@@ -123,7 +123,7 @@ std::optional<uint32_t> placement::apply_events(const worker_events& ev) {
     }
   }
   if (covering && (ev.reset || !touched.empty()))
-    uncover(slot);
+    uncover(slot, touched, ev.reset);
   return slot;
 }
 
