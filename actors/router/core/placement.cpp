@@ -96,8 +96,10 @@ void placement::predict(uint64_t key, booking& b,
   }
   for (auto h : fresh)
     predict_one(b, h);
-  if (!b.covered.empty())
+  if (!b.covered.empty()) {
     slots_[b.slot].covering.push_back(key);
+    b.watched = true;
+  }
 }
 
 void placement::predict_one(booking& b, uint64_t h) {
@@ -141,8 +143,10 @@ void placement::uncover(uint32_t slot, const std::vector<uint64_t>& touched,
 // Prefilled (or gone before): its blocks stay predicted for the TTL, the
 // time their KV events take to arrive.
 void placement::settle(uint64_t key, booking& b) {
-  if (!b.covered.empty()) {
+  // Listed while it waits, even once every covered block was predicted.
+  if (b.watched) {
     std::erase(slots_[b.slot].covering, key);
+    b.watched = false;
     b.covered.clear();
     b.covered.shrink_to_fit();
   }
