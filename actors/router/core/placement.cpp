@@ -96,10 +96,8 @@ void placement::predict(uint64_t key, booking& b,
   }
   for (auto h : fresh)
     predict_one(b, h);
-  if (!b.covered.empty()) {
+  if (!b.covered.empty())
     slots_[b.slot].covering.push_back(key);
-    b.watched = true;
-  }
 }
 
 void placement::predict_one(booking& b, uint64_t h) {
@@ -125,10 +123,11 @@ void placement::uncover(uint32_t slot, const std::vector<uint64_t>& touched,
       return;
     std::sort(gone.begin(), gone.end());
   }
-  for (auto key : slots_[slot].covering) {
+  // A booking whose covered blocks are all predicted now leaves the list.
+  std::erase_if(slots_[slot].covering, [&](uint64_t key) {
     auto i = bookings_.find(key);
     if (i == bookings_.end())
-      continue;
+      return true;
     auto& b = i->second;
     std::erase_if(b.covered, [&](uint64_t h) {
       bool lost = reset ? !gpu.holds(h, slot)
@@ -137,16 +136,15 @@ void placement::uncover(uint32_t slot, const std::vector<uint64_t>& touched,
         predict_one(b, h);
       return lost;
     });
-  }
+    return b.covered.empty();
+  });
 }
 
 // Prefilled (or gone before): its blocks stay predicted for the TTL, the
 // time their KV events take to arrive.
 void placement::settle(uint64_t key, booking& b) {
-  // Listed while it waits, even once every covered block was predicted.
-  if (b.watched) {
+  if (!b.covered.empty()) {
     std::erase(slots_[b.slot].covering, key);
-    b.watched = false;
     b.covered.clear();
     b.covered.shrink_to_fit();
   }

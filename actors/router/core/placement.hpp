@@ -263,7 +263,6 @@ class placement {
     // (the index has them), unless evicted before it is prefilled (the
     // engine computes them again for it).
     std::vector<uint64_t> covered;
-    bool watched = false; // listed in its slot's `covering`
   };
 
   // The search for candidates (placement_search.cpp): every eligible
