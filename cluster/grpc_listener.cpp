@@ -13,6 +13,10 @@ grpc_listener::start(grpc::ServerBuilder& b, const std::string& address,
                      const std::shared_ptr<grpc::ServerCredentials>& creds,
                      const grpc_server_limits& lim, const std::string& name) {
   apply(b, lim, name);
+  // gRPC listens with SO_REUSEPORT by default on Linux: a second process
+  // given the same port would bind it too and the kernel would share the
+  // connections between the two, silently. Off: the second one fails.
+  b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   auto colon = address.rfind(':');
   auto host = address.substr(0, colon == std::string::npos ? 0 : colon);
   auto port = colon == std::string::npos

@@ -258,6 +258,9 @@ int run(int argc, char** argv) {
   grpc::ServerBuilder builder;
   auto address = cfg.host + ":" + std::to_string(cfg.grpc_port);
   int bound = 0;
+  // Not gRPC's default SO_REUSEPORT: a port another process holds is an
+  // error here, not a silent share of its connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound);
   if (cfg.serves("vllm")) {
     builder.RegisterService(vllm_inference.get());

@@ -215,6 +215,7 @@ start_fleet_server(fleet_state& fleet,
   services.push_back(std::make_unique<control>(fleet));
   grpc::ServerBuilder b;
   int port = 0;
+  b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0); // as sim/main.cpp
   b.AddListeningPort(fleet.cfg.host + ":" + std::to_string(fleet.cfg.grpc_port),
                      grpc::InsecureServerCredentials(), &port);
   for (auto& s : services)

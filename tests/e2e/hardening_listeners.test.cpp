@@ -314,3 +314,29 @@ TEST_CASE("row 1: a flood of HTTP connections to the frontend leaves the "
     },
     10s));
 }
+
+TEST_CASE("row 1: a gRPC port another process listens on is refused, not "
+          "shared: a second engine and a router on it exit with an error") {
+  // gRPC listens with SO_REUSEPORT by default on Linux; with it, the second
+  // process would bind the port too and take some of its connections.
+  sim_process first{{}};
+  REQUIRE(first.wait_serving(allowed(10s)));
+  sim_process second{{.start_now = false}};
+  second.grpc = first.grpc;
+  second.start();
+  auto code = second.proc->wait(allowed(20s));
+  REQUIRE(code);
+  CHECK(*code != 0);
+  CHECK(second.proc->output().find("cannot listen") != std::string::npos);
+  // The router's gRPC frontend on gRPC's own listener (as with TLS).
+  temp_dir discovery;
+  child_process router{router_command(discovery.str(), free_port(),
+                                      free_port(), first.grpc,
+                                      {"--grpc-fd-reserve", "0"})};
+  code = router.wait(allowed(20s));
+  REQUIRE(code);
+  CHECK(*code != 0);
+  CHECK(router.output().find("gRPC frontend") != std::string::npos);
+  // The first engine still serves, alone on its port.
+  CHECK(first.wait_serving(allowed(10s)));
+}

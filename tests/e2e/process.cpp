@@ -175,18 +175,80 @@ vptr_check_off::~vptr_check_off() {
   std::remove(file_.c_str());
 }
 
-uint16_t free_port() {
-  static std::mutex mtx;
+namespace {
+
+// Ports this process handed out, and a claim on each that other test
+// processes see: a one-byte POSIX record lock at offset `port` in one file
+// shared by every test process on the machine. ctest runs two e2e tests at
+// once, and a port one picked could be picked by the other before its
+// child bound it (seen in CI: a router that never turned ready). Record
+// locks go with their process, also when it is killed, so a claim never
+// outlives its test; the lock's descriptor stays open for the process's
+// life (closing any descriptor of the file would drop every claim).
+std::mutex port_mtx;
+std::set<uint16_t> ports_given;
+
+int port_lock_fd() {
+  static const int fd = [] {
+    auto path =
+      std::filesystem::temp_directory_path() / "outrider-test-ports.lock";
+    return ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  }();
+  return fd;
+}
+
+bool lock_port(uint16_t port, short type) {
+  int fd = port_lock_fd();
+  if (fd < 0) // no shared file: the bind check alone, as before
+    return true;
+  struct flock fl {};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = port;
+  fl.l_len = 1;
+  return fcntl(fd, F_SETLK, &fl) == 0;
+}
+
+// Holds port_mtx.
+bool claim_locked(uint16_t port) {
+  if (port == 0 || ports_given.count(port) || !lock_port(port, F_WRLCK))
+    return false;
+  if (!can_bind(port)) { // bound by something outside the tests
+    lock_port(port, F_UNLCK);
+    return false;
+  }
+  ports_given.insert(port);
+  return true;
+}
+
+uint16_t random_port() {
   static std::mt19937 rng{static_cast<unsigned>(
     ::getpid() ^ std::chrono::steady_clock::now().time_since_epoch().count())};
-  static std::set<uint16_t> given;
-  std::lock_guard<std::mutex> guard{mtx};
+  // Below the kernel's ephemeral range (32768 up): no outgoing connection
+  // takes one of these as its local port.
   std::uniform_int_distribution<int> pick{15000, 32000};
+  return static_cast<uint16_t>(pick(rng));
+}
+
+} // namespace
+
+uint16_t free_port() {
+  return free_port_block(1);
+}
+
+uint16_t free_port_block(int n) {
+  std::lock_guard<std::mutex> guard{port_mtx};
   for (int attempt = 0; attempt < 1000; ++attempt) {
-    auto port = static_cast<uint16_t>(pick(rng));
-    if (!given.count(port) && can_bind(port)) {
-      given.insert(port);
-      return port;
+    auto base = random_port();
+    int got = 0;
+    while (got < n && claim_locked(static_cast<uint16_t>(base + got)))
+      ++got;
+    if (got == n)
+      return base;
+    for (int i = 0; i < got; ++i) { // a partial block goes back
+      auto port = static_cast<uint16_t>(base + i);
+      ports_given.erase(port);
+      lock_port(port, F_UNLCK);
     }
   }
   return 0;

@@ -34,8 +34,12 @@ class child_process {
   std::string log_path_;
 };
 
-/// A TCP port on 127.0.0.1 that was free a moment ago.
+/// A TCP port on 127.0.0.1 that was free a moment ago and stays this
+/// test's: no other test process on the machine is handed it while this
+/// one lives (nor is this one again).
 uint16_t free_port();
+/// `n` consecutive such ports; returns the first.
+uint16_t free_port_block(int n);
 /// Something accepts connections on 127.0.0.1:`port` now.
 bool accepting(uint16_t port);
 

@@ -1,42 +1,10 @@
 #include "tests/e2e/sim_process.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace outrider::test {
-
-namespace {
-
-bool bindable(uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return ok;
-}
-
-} // namespace
-
-uint16_t free_port_block(int n) {
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    auto base = free_port();
-    if (base + n > 65535)
-      continue;
-    bool ok = true;
-    for (int i = 1; i < n && ok; ++i)
-      ok = bindable(static_cast<uint16_t>(base + i));
-    if (ok)
-      return base;
-  }
-  return 0;
-}
 
 sim_process::sim_process(options o) : opts(std::move(o)) {
   grpc = free_port();

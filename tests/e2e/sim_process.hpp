@@ -12,9 +12,6 @@
 
 namespace outrider::test {
 
-/// `n` consecutive loopback ports that were free a moment ago.
-uint16_t free_port_block(int n);
-
 /// An outrider-sim process on free ports, with KV events and replay.
 struct sim_process {
   struct options {
