@@ -218,8 +218,8 @@ struct cluster {
     router = std::make_unique<child_process>(args);
     // A router loading a 150,000-token tokenizer under ASan took more than
     // 10 s to turn ready in a whole e2e run (alone: less).
-    bool ready = eventually(
-      [&] { return http_get(router_status, "/ready") == 200; }, 60s);
+    bool ready =
+      eventually([&] { return http_get(router_status, "/ready") == 200; }, 60s);
     if (!ready) { // what it says of itself, and whether it still runs
       std::string health;
       int code = http_get(router_status, "/health", &health);
@@ -227,11 +227,11 @@ struct cluster {
       auto out = router->output();
       if (out.size() > 4000)
         out = out.substr(out.size() - 4000);
-      INFO("router /health (" << code << "): " << health << "\nexit: "
-                              << (exited ? std::to_string(*exited)
-                                         : std::string{"still running"})
-                              << "\nits log's end:\n"
-                              << out);
+      INFO("router /health ("
+           << code << "): " << health << "\nexit: "
+           << (exited ? std::to_string(*exited) : std::string{"still running"})
+           << "\nits log's end:\n"
+           << out);
       REQUIRE(ready);
     }
     // /ready means "frontends listening"; a first request sent now could
