@@ -330,9 +330,8 @@ TEST_CASE("row 1: a gRPC port another process listens on is refused, not "
   CHECK(second.proc->output().find("cannot listen") != std::string::npos);
   // The router's gRPC frontend on gRPC's own listener (as with TLS).
   temp_dir discovery;
-  child_process router{router_command(discovery.str(), free_port(),
-                                      free_port(), first.grpc,
-                                      {"--grpc-fd-reserve", "0"})};
+  child_process router{router_command(discovery.str(), free_port(), free_port(),
+                                      first.grpc, {"--grpc-fd-reserve", "0"})};
   code = router.wait(allowed(20s));
   REQUIRE(code);
   CHECK(*code != 0);
