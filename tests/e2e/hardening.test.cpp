@@ -387,7 +387,9 @@ TEST_CASE("row 11: 2,000 records of unreachable relays cost the router no "
        << " cores busy, worst completion " << worst.count() << " ms");
   // Before: 2,029 threads, 1.45 cores busy, a completion unanswered 60 s.
   CHECK(threads_after < threads_before + 20);
-  CHECK(cores < 0.8 * time_allowance);
+  // 0.30-0.46 cores while the router asked every record's relay for its
+  // load each second; 0.10-0.13 since it asks only relays that answered.
+  CHECK(cores < 0.25 * time_allowance);
   CHECK(worst <
         std::chrono::milliseconds{static_cast<long>(2000 * time_allowance)});
   CHECK(c.router_metric("outrider_router_workers") == 1);

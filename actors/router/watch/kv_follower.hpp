@@ -43,6 +43,12 @@ class kv_follower {
   void on_message(cluster::kv_plane_message m);
   /// Resynchronise from a snapshot (`reason` labels the metric).
   void resync(const std::string& reason);
+  /// The worker's relay has answered as a relay (it was told to the router
+  /// actor); any thread.
+  bool announced() {
+    std::lock_guard<std::mutex> guard{announce_mtx_};
+    return announced_;
+  }
 
  private:
   struct snapshot_result;

@@ -47,6 +47,8 @@ struct worker_watcher::subscription
   // a relay is never placed on.
   cluster::worker_record record;
   bool announced = false; // the stream's callbacks come one at a time
+  // The relay answered as a relay once (any thread reads it).
+  std::atomic<bool> answered_once{false};
   std::shared_ptr<grpc::Channel> channel;
   runtime::slot_ptr<kv_router_actor> router;
   in_flight pending;
@@ -92,6 +94,7 @@ struct worker_watcher::subscription
   // not relays (an HTTP 404, UNIMPLEMENTED), send none.
   bool answered(const kv_metadata&) {
     announce();
+    answered_once = true;
     std::lock_guard<std::mutex> guard{mtx};
     backoff = std::chrono::milliseconds{200};
     return true;
@@ -208,6 +211,14 @@ void worker_watcher::follow(const cluster::worker_record& r) {
     old->stop();
 }
 
+bool worker_watcher::answered(const std::string& worker_id) {
+  if (auto s = subs_.find(worker_id); s != subs_.end())
+    return s->second->answered_once;
+  std::lock_guard<std::mutex> guard{followers_mtx_};
+  auto f = followers_.find(worker_id);
+  return f != followers_.end() && f->second->announced();
+}
+
 void worker_watcher::unfollow(const std::string& worker_id) {
   std::unique_ptr<kv_follower> old;
   {
@@ -310,9 +321,14 @@ void worker_watcher::run() {
       follow(r);
     }
     known_ = std::move(now);
+    // Load is asked of workers whose relay answered as a relay: 2,000
+    // records of relays no one answers were 2,000 GetLoad calls a second
+    // on channels of their own (half a core busy, and a real request
+    // delayed by seconds on a busy machine: issue 33 row 11).
     std::map<std::string, std::string> relays;
     for (const auto& [id, r] : known_)
-      relays[id] = r.relay_endpoint;
+      if (answered(id))
+        relays[id] = r.relay_endpoint;
     poller_->set_workers(std::move(relays));
     disc_->wait_for_change(std::chrono::milliseconds{500});
   }

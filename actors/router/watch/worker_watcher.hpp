@@ -56,6 +56,8 @@ class worker_watcher {
   void run();
   void follow(const cluster::worker_record& r);
   void unfollow(const std::string& worker_id);
+  // Its relay answered as a relay (on either event plane).
+  bool answered(const std::string& worker_id);
 
   std::shared_ptr<cluster::discovery> disc_;
   runtime::slot_ptr<kv_router_actor> router_;
