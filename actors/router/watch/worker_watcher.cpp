@@ -1,6 +1,7 @@
 #include "actors/router/watch/worker_watcher.hpp"
 
 #include <algorithm>
+#include <random>
 #include <set>
 
 #include <grpcpp/alarm.h>
@@ -34,6 +35,22 @@ std::string same_host_form(const std::string& endpoint) {
   return host + endpoint.substr(colon);
 }
 
+// A wait in [d/2, d]: subscriptions that failed together (records that
+// appeared together, relays that time out alike) retry apart. Without it
+// 2,000 records of relays that never answer (a connect that hangs to gRPC's
+// 20 s timeout) failed and reopened in the same instant, again and again,
+// and a real request waited seconds behind each burst on a busy machine.
+std::chrono::milliseconds between(std::chrono::milliseconds lo,
+                                  std::chrono::milliseconds hi) {
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  std::uniform_int_distribution<long> pick{lo.count(), hi.count()};
+  return std::chrono::milliseconds{pick(rng)};
+}
+
+std::chrono::milliseconds jittered(std::chrono::milliseconds d) {
+  return between(d / 2, d);
+}
+
 } // namespace
 
 // One worker's SubscribeKvEvents, snapshot then live, on gRPC's callback
@@ -63,6 +80,20 @@ struct worker_watcher::subscription
   // followed at once); back to 200 ms once one answers.
   std::chrono::milliseconds backoff{200}; // guarded by mtx
   std::set<int> seen; // the first batch of a rank is its snapshot
+
+  // The first open, `after` from now (0: at once).
+  void start(std::chrono::milliseconds after) {
+    if (after.count() <= 0)
+      return open();
+    std::lock_guard<std::mutex> guard{mtx};
+    pending.add();
+    pause.arm(std::chrono::system_clock::now() + after,
+              [self = shared_from_this()](bool fired) {
+                if (fired)
+                  self->open();
+                self->pending.release();
+              });
+  }
 
   void open() {
     uint64_t attempt = 0;
@@ -141,7 +172,7 @@ struct worker_watcher::subscription
       std::lock_guard<std::mutex> guard{mtx};
       if (!stopping) {
         pending.add();
-        auto wait = backoff;
+        auto wait = jittered(backoff);
         backoff = std::min(backoff * 2, std::chrono::milliseconds{30000});
         pause.arm(std::chrono::system_clock::now() + wait,
                   [self = shared_from_this()](bool fired) {
@@ -190,7 +221,8 @@ worker_watcher::worker_watcher(std::shared_ptr<cluster::discovery> disc,
   thread_ = std::thread([this] { run(); });
 }
 
-void worker_watcher::follow(const cluster::worker_record& r) {
+void worker_watcher::follow(const cluster::worker_record& r,
+                            std::chrono::milliseconds spread) {
   if (plane_) {
     auto f =
       std::make_unique<kv_follower>(r, router_, creds_, server_name_, tracer_);
@@ -206,7 +238,8 @@ void worker_watcher::follow(const cluster::worker_record& r) {
   sub->record = r;
   sub->channel = cluster::relay_channel(r.relay_endpoint, creds_, server_name_);
   sub->router = router_;
-  sub->open();
+  sub->start(spread.count() > 0 ? between(std::chrono::milliseconds{0}, spread)
+                                : spread);
   if (auto old = std::exchange(subs_[r.worker_id], sub))
     old->stop();
 }
@@ -312,14 +345,24 @@ void worker_watcher::run() {
       caf::anon_send(router_->get(), worker_down_atom::value, id);
       unfollow(id);
     }
-    for (const auto& [id, r] : now) {
+    auto is_new = [&](const std::string& id, const cluster::worker_record& r) {
       auto k = known_.find(id);
-      if (k != known_.end() && k->second.instance_id == r.instance_id &&
-          k->second.relay_endpoint == r.relay_endpoint)
-        continue;
-      // Placed on once its relay answers (its first events, the snapshot).
-      follow(r);
-    }
+      return k == known_.end() || k->second.instance_id != r.instance_id ||
+             k->second.relay_endpoint != r.relay_endpoint;
+    };
+    size_t fresh = 0;
+    for (const auto& [id, r] : now)
+      fresh += is_new(id, r);
+    // Many records at once (a fleet starting, or records of relays that
+    // never answer): their first subscriptions spread over up to 2 s, 1 ms
+    // a record, so that neither they nor their failures come as one burst;
+    // a few open at once.
+    auto spread = fresh > 16 ? std::min(std::chrono::milliseconds{2000},
+                                        std::chrono::milliseconds{fresh})
+                             : std::chrono::milliseconds{0};
+    for (const auto& [id, r] : now)
+      if (is_new(id, r)) // placed on once its relay answers (the snapshot)
+        follow(r, spread);
     known_ = std::move(now);
     // Load is asked of workers whose relay answered as a relay: 2,000
     // records of relays no one answers were 2,000 GetLoad calls a second
