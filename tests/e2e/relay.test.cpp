@@ -20,8 +20,8 @@ namespace {
 
 std::shared_ptr<grpc::Channel> channel_to(const std::string& endpoint) {
   grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              50); // not MIN: sim_process
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
   return grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(),
                                    args);
