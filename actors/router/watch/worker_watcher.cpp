@@ -35,11 +35,6 @@ std::string same_host_form(const std::string& endpoint) {
   return host + endpoint.substr(colon);
 }
 
-// A wait in [d/2, d]: subscriptions that failed together (records that
-// appeared together, relays that time out alike) retry apart. Without it
-// 2,000 records of relays that never answer (a connect that hangs to gRPC's
-// 20 s timeout) failed and reopened in the same instant, again and again,
-// and a real request waited seconds behind each burst on a busy machine.
 std::chrono::milliseconds between(std::chrono::milliseconds lo,
                                   std::chrono::milliseconds hi) {
   thread_local std::minstd_rand rng{std::random_device{}()};
@@ -47,6 +42,11 @@ std::chrono::milliseconds between(std::chrono::milliseconds lo,
   return std::chrono::milliseconds{pick(rng)};
 }
 
+// A wait in [d/2, d]: subscriptions that failed together (records that
+// appeared together, relays that time out alike) retry apart. Without it
+// 2,000 records of relays that never answer (a connect that hangs to gRPC's
+// 20 s timeout) failed and reopened in the same instant, again and again,
+// and a real request waited seconds behind each burst on a busy machine.
 std::chrono::milliseconds jittered(std::chrono::milliseconds d) {
   return between(d / 2, d);
 }
@@ -238,8 +238,7 @@ void worker_watcher::follow(const cluster::worker_record& r,
   sub->record = r;
   sub->channel = cluster::relay_channel(r.relay_endpoint, creds_, server_name_);
   sub->router = router_;
-  sub->start(spread.count() > 0 ? between(std::chrono::milliseconds{0}, spread)
-                                : spread);
+  sub->start(between(std::chrono::milliseconds{0}, spread));
   if (auto old = std::exchange(subs_[r.worker_id], sub))
     old->stop();
 }
