@@ -99,12 +99,17 @@ health_watch::health_watch(std::string endpoint, backoff b, callback cb,
   : endpoint_(std::move(endpoint)), backoff_(b), cb_(std::move(cb)),
     source_(src), delay_(b.initial) {
   // gRPC's own reconnect backoff defaults to 1 s growing to 120 s; keep it
-  // in step with ours so a restarted engine is seen quickly.
+  // in step with ours so a restarted engine is seen quickly. gRPC 1.51 reads
+  // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS as the least time a connection
+  // attempt is given (its deadline is the later of that and the next
+  // backoff): set to the initial backoff (100 ms), an engine that took
+  // longer to answer the handshake was reported unreachable.
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
               static_cast<int>(backoff_.initial.count()));
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
-              static_cast<int>(backoff_.initial.count()));
+  args.SetInt(
+    GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+    static_cast<int>(std::max(backoff_.connect, backoff_.initial).count()));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(backoff_.max.count()));
   channel_ = grpc::CreateCustomChannel(

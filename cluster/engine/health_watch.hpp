@@ -32,6 +32,9 @@ class health_watch {
   struct backoff {
     std::chrono::milliseconds initial{100};
     std::chrono::milliseconds max{1000};
+    // How long one connection attempt may take to finish the HTTP/2
+    // handshake: a busy engine answers late, and is not down for it.
+    std::chrono::milliseconds connect{5000};
   };
 
   health_watch(std::string endpoint, backoff b, callback cb,

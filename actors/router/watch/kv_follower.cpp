@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/router/watch/jitter.hpp"
 #include "cluster/kv/kv_proto.hpp"
 #include "cluster/tls.hpp"
 #include "runtime/metrics.hpp"
@@ -255,15 +256,18 @@ void kv_follower::failed(snapshot_result& snap, const grpc::Status& st) {
     return;
   backing_off_ = true;
   pending_.add();
-  pause_.arm(std::chrono::system_clock::now() + backoff_, [this](bool fired) {
-    {
-      std::lock_guard<std::mutex> guard{mtx_};
-      backing_off_ = false;
-      start_pending_ = fired && !resync_reason_.empty();
-    }
-    maybe_start();
-    pending_.release();
-  });
+  // Jittered, as the gRPC plane's subscriptions: followers of many records
+  // that failed together retry apart.
+  pause_.arm(std::chrono::system_clock::now() + jittered(backoff_),
+             [this](bool fired) {
+               {
+                 std::lock_guard<std::mutex> guard{mtx_};
+                 backing_off_ = false;
+                 start_pending_ = fired && !resync_reason_.empty();
+               }
+               maybe_start();
+               pending_.release();
+             });
   backoff_ = std::min(backoff_ * 2, std::chrono::milliseconds{5000});
 }
 

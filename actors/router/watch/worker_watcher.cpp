@@ -1,13 +1,13 @@
 #include "actors/router/watch/worker_watcher.hpp"
 
 #include <algorithm>
-#include <random>
 #include <set>
 
 #include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/router/watch/jitter.hpp"
 #include "actors/router/watch/kv_stream.hpp"
 #include "cluster/kv/kv_proto.hpp"
 #include "cluster/tls.hpp"
@@ -33,22 +33,6 @@ std::string same_host_form(const std::string& endpoint) {
     if (host == local)
       host = "local";
   return host + endpoint.substr(colon);
-}
-
-std::chrono::milliseconds between(std::chrono::milliseconds lo,
-                                  std::chrono::milliseconds hi) {
-  thread_local std::minstd_rand rng{std::random_device{}()};
-  std::uniform_int_distribution<long> pick{lo.count(), hi.count()};
-  return std::chrono::milliseconds{pick(rng)};
-}
-
-// A wait in [d/2, d]: subscriptions that failed together (records that
-// appeared together, relays that time out alike) retry apart. Without it
-// 2,000 records of relays that never answer (a connect that hangs to gRPC's
-// 20 s timeout) failed and reopened in the same instant, again and again,
-// and a real request waited seconds behind each burst on a busy machine.
-std::chrono::milliseconds jittered(std::chrono::milliseconds d) {
-  return between(d / 2, d);
 }
 
 } // namespace
