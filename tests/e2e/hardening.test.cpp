@@ -325,7 +325,8 @@ TEST_CASE("row 7: a million removals of blocks never seen leave the "
 }
 
 TEST_CASE("row 11: 2,000 records of unreachable relays cost the router no "
-          "thread per worker, little CPU, and never delay a real request") {
+          "thread per worker, little CPU, and never delay a real request",
+          "[alone]") {
   cluster c{1, {}, {"--discovery-ttl", "10m"}};
   REQUIRE(c.complete(tokens(1, 8), 1)["choices"].size() == 1);
   auto threads_before = proc_status(c.router->pid(), "Threads");

@@ -36,7 +36,8 @@ size_t offer(raw_client& c, const std::string& bytes,
 } // namespace
 
 TEST_CASE("row 5: streams with 15 MB bodies, each followed by 15 MB of "
-          "pipelined bytes, do not hold their bodies or read ahead") {
+          "pipelined bytes, do not hold their bodies or read ahead",
+          "[alone]") {
   // A slow engine: the 30 streams are all running while the RSS is read.
   // Without the body budget (the next test's subject): every body is read.
   cluster c{1,

@@ -144,7 +144,8 @@ thread_census router_threads_with(int workers) {
 } // namespace
 
 TEST_CASE("the router's thread count does not grow with its workers: 2 and "
-          "16 workers, their sidecars real") {
+          "16 workers, their sidecars real",
+          "[alone]") {
   auto two = router_threads_with(2);
   auto sixteen = router_threads_with(16);
   WARN("router threads: " << two.total << " with 2 workers (" << two.grpc_pools

@@ -128,7 +128,8 @@ TEST_CASE("the router's status page shows the workers and live figures in a "
 }
 
 TEST_CASE("a flood of /debug/status and /debug/index never delays /live: "
-          "p99 under 50 ms, every flood request answered") {
+          "p99 under 50 ms, every flood request answered",
+          "[alone]") {
   cluster c{1};
   REQUIRE(c.complete(tokens(1, 16), 2)["choices"].size() == 1);
   // More flooders than the status server's old worker took (1 running, 8
