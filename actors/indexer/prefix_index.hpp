@@ -61,6 +61,9 @@ class prefix_index {
             std::vector<uint64_t>* touched = nullptr);
   /// Whether the slot holds a block of this key.
   bool holds(uint64_t key, slot_id slot) const;
+  /// Asks for the table slot of `key` ahead of a `holds` (a walk down a
+  /// prompt in an index of fleet size: each lookup is a cache miss).
+  void prefetch(uint64_t key) const { table_.prefetch(key); }
   /// At most `cap` engine blocks on the slot (0: no cap): past it the
   /// oldest stored go, for publishers that never remove (LMCache).
   void set_cap(slot_id slot, size_t cap);

@@ -86,8 +86,13 @@ void placement::predict(uint64_t key, booking& b,
   const auto& gpu = index_.tier(kv::medium::gpu);
   std::vector<uint64_t> fresh;
   fresh.reserve(seq.size());
-  for (auto h : seq)
-    (gpu.holds(h, b.slot) ? b.covered : fresh).push_back(h);
+  for (size_t d = 0; d < walk_ahead && d < seq.size(); ++d)
+    gpu.prefetch(seq[d]);
+  for (size_t i = 0; i < seq.size(); ++i) {
+    if (i + walk_ahead < seq.size())
+      gpu.prefetch(seq[i + walk_ahead]);
+    (gpu.holds(seq[i], b.slot) ? b.covered : fresh).push_back(seq[i]);
+  }
   if (pred.size() + fresh.size() > cfg_.prediction_cap)
     lapse_predictions(now_());
   if (pred.size() + fresh.size() > cfg_.prediction_cap) {

@@ -286,6 +286,9 @@ class placement {
   /// How many leading blocks of `seq` the index holds on the slot's GPU.
   uint32_t index_run(uint32_t slot, const std::vector<uint64_t>& seq) const;
   static constexpr uint32_t unknown_run = UINT32_MAX;
+  /// How many blocks ahead a walk down the prompt asks for the index's
+  /// table slots (each lookup a cache miss in an index of fleet size).
+  static constexpr size_t walk_ahead = 8;
   /// Keeps by_load_ in step with the slot's books (and whether it lives).
   void reorder(uint32_t slot);
   /// The bits of predictions lapsed by `now` go.

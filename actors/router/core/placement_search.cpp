@@ -249,8 +249,13 @@ uint32_t placement::index_run(uint32_t slot,
                               const std::vector<uint64_t>& seq) const {
   const auto& gpu = index_.tier(kv::medium::gpu);
   uint32_t n = 0;
-  while (n < seq.size() && gpu.holds(seq[n], slot))
+  for (size_t d = 0; d < walk_ahead && d < seq.size(); ++d)
+    gpu.prefetch(seq[d]);
+  while (n < seq.size() && gpu.holds(seq[n], slot)) {
+    if (n + walk_ahead < seq.size())
+      gpu.prefetch(seq[n + walk_ahead]);
     ++n;
+  }
   return n;
 }
 
