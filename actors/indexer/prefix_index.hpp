@@ -64,6 +64,8 @@ class prefix_index {
   /// Asks for the table slot of `key` ahead of a `holds` (a walk down a
   /// prompt in an index of fleet size: each lookup is a cache miss).
   void prefetch(uint64_t key) const { table_.prefetch(key); }
+  /// How many blocks ahead such a walk asks (find_groups' too).
+  static constexpr size_t walk_ahead = 8;
   /// At most `cap` engine blocks on the slot (0: no cap): past it the
   /// oldest stored go, for publishers that never remove (LMCache).
   void set_cap(slot_id slot, size_t cap);

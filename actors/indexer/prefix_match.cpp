@@ -28,7 +28,7 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
   };
   // The walk reads its keys' table slots in order, each a cache miss in
   // an index of fleet size: they are asked for this many blocks ahead.
-  constexpr size_t ahead = 8;
+  constexpr size_t ahead = walk_ahead;
   auto prefetch = [&](size_t depth) {
     if (depth >= seq_hashes.size())
       return;

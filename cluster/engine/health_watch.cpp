@@ -1,5 +1,7 @@
 #include "cluster/engine/health_watch.hpp"
 
+#include <algorithm>
+
 #include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 

@@ -288,7 +288,7 @@ class placement {
   static constexpr uint32_t unknown_run = UINT32_MAX;
   /// How many blocks ahead a walk down the prompt asks for the index's
   /// table slots (each lookup a cache miss in an index of fleet size).
-  static constexpr size_t walk_ahead = 8;
+  static constexpr size_t walk_ahead = indexer::prefix_index::walk_ahead;
   /// Keeps by_load_ in step with the slot's books (and whether it lives).
   void reorder(uint32_t slot);
   /// The bits of predictions lapsed by `now` go.
