@@ -139,6 +139,38 @@ bool prefix_index::holds(uint64_t key, slot_id slot) const {
   return entries_[ref->entry].test(slot);
 }
 
+uint32_t prefix_index::holds_along(const std::vector<uint64_t>& keys,
+                                   slot_id slot,
+                                   std::vector<uint8_t>& out) const {
+  out.assign(keys.size(), 0);
+  for (size_t d = 0; d < walk_ahead && d < keys.size(); ++d)
+    table_.prefetch(keys[d]);
+  const block_ref* prev = nullptr;
+  uint32_t run = 0;
+  bool in_run = true;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i + walk_ahead < keys.size())
+      table_.prefetch(keys[i + walk_ahead]);
+    const auto* ref = table_.find(keys[i]);
+    bool held = false;
+    if (ref && slot < 64) {
+      held = (ref->mask0 >> slot) & 1;
+    } else if (ref) {
+      const auto& hi = entries_[ref->entry];
+      // The words hold only slots from 64 on: the same words, the same
+      // answer as the block before.
+      held = prev && prev->entry != 0 && hi.same(entries_[prev->entry])
+               ? out[i - 1] != 0
+               : hi.test(slot);
+    }
+    prev = ref;
+    out[i] = held ? 1 : 0;
+    in_run = in_run && held;
+    run += in_run ? 1 : 0;
+  }
+  return run;
+}
+
 void prefix_index::set_cap(slot_id slot, size_t cap) {
   if (slots_.size() <= slot)
     slots_.resize(slot + 1);

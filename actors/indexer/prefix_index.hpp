@@ -66,6 +66,13 @@ class prefix_index {
   void prefetch(uint64_t key) const { table_.prefetch(key); }
   /// How many blocks ahead such a walk asks (find_groups' too).
   static constexpr size_t walk_ahead = 8;
+  /// Per key of `keys`, whether the slot holds it (1) or not (0), into
+  /// `out`; the length of the run of leading keys it holds is returned.
+  /// One walk that asks ahead, and a block whose holders are its parent's
+  /// (a shared prefix held across the fleet) is answered from the one
+  /// before without reading its words (slot_words::same).
+  uint32_t holds_along(const std::vector<uint64_t>& keys, slot_id slot,
+                       std::vector<uint8_t>& out) const;
   /// At most `cap` engine blocks on the slot (0: no cap): past it the
   /// oldest stored go, for publishers that never remove (LMCache).
   void set_cap(slot_id slot, size_t cap);

@@ -130,6 +130,13 @@ TEST_CASE("the prefix index matches a brute-force model under random events") {
       for (slot_id s : slots) {
         INFO("step " << step << " slot " << s);
         CHECK(got[s] == m.match(s, prompt));
+        // The walk down one slot's blocks (shortcut where a block's
+        // holders are its parent's) answers as a lookup per block does.
+        std::vector<uint8_t> held;
+        CHECK(index.holds_along(seq, s, held) == m.match(s, prompt));
+        REQUIRE(held.size() == seq.size());
+        for (size_t b = 0; b < seq.size(); ++b)
+          CHECK((held[b] != 0) == index.holds(seq[b], s));
       }
     }
   }

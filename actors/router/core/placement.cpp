@@ -83,16 +83,10 @@ bool placement::predicted(uint32_t slot, uint64_t hash,
 void placement::predict(uint64_t key, booking& b,
                         const std::vector<uint64_t>& seq) {
   auto& pred = predictions_[b.slot];
-  const auto& gpu = index_.tier(kv::medium::gpu);
   std::vector<uint64_t> fresh;
   fresh.reserve(seq.size());
-  for (size_t d = 0; d < walk_ahead && d < seq.size(); ++d)
-    gpu.prefetch(seq[d]);
-  for (size_t i = 0; i < seq.size(); ++i) {
-    if (i + walk_ahead < seq.size())
-      gpu.prefetch(seq[i + walk_ahead]);
-    (gpu.holds(seq[i], b.slot) ? b.covered : fresh).push_back(seq[i]);
-  }
+  for (size_t i = 0; i < seq.size(); ++i)
+    (held_[i] ? b.covered : fresh).push_back(seq[i]);
   if (pred.size() + fresh.size() > cfg_.prediction_cap)
     lapse_predictions(now_());
   if (pred.size() + fresh.size() > cfg_.prediction_cap) {
@@ -169,18 +163,18 @@ void placement::settle(uint64_t key, booking& b) {
   b.pending.shrink_to_fit();
 }
 
-route_decision placement::place(const route_request& req) {
-  route_decision d;
+placement::choice placement::decide(const route_request& req) {
+  choice out;
+  auto& d = out.d;
   auto bs = std::max(1u, block_size_);
-  auto prompt_blocks = static_cast<uint32_t>((req.tokens.size() + bs - 1) / bs);
-  auto seq =
+  out.prompt_blocks = static_cast<uint32_t>((req.tokens.size() + bs - 1) / bs);
+  out.seq =
     kv::sequence_keys(req.tokens.data(), req.tokens.size(), bs, req.identity);
+  const auto& seq = out.seq;
   // Who may take it, and whether every one of them is busy: all of them
   // for the exhaustive search; for the pruned one, from the least loaded
   // until one is not busy.
   bool pruned = prunable();
-  // Lapsed predictions go first: the pruned search reads them as bits.
-  lapse_predictions(now_());
   scored found;
   bool any = false, busy_all = true;
   if (pruned) {
@@ -207,32 +201,49 @@ route_decision placement::place(const route_request& req) {
                        : "no worker is available";
     if (!req.identity.lora.empty())
       d.error += " serving adapter '" + req.identity.lora + "'";
-    return d;
+    return out;
   }
   if (busy_all) {
     d.busy = true;
     d.error = "every worker is above the queue threshold";
     // What it would still compute at best: its weight in the queue.
     d.block_size = bs;
-    d.prompt_blocks = prompt_blocks;
+    d.prompt_blocks = out.prompt_blocks;
     auto groups = index_.find_groups(seq);
     if (!groups.groups.empty())
       d.best_overlap_blocks = groups.groups.front().blocks;
-    return d;
+    return out;
   }
-  found = pruned ? score_pruned(req, seq, prompt_blocks) : score_all(req, seq);
-  const auto& cands = found.cands;
-  auto chosen =
-    follow_session(cands, prompt_blocks, choose(cands, prompt_blocks), req, d);
-  auto slot = cands[chosen].slot;
-  explain(d, cands, chosen, prompt_blocks);
+  out.found =
+    pruned ? score_pruned(req, seq, out.prompt_blocks) : score_all(req, seq);
+  const auto& cands = out.found.cands;
+  out.chosen = follow_session(cands, out.prompt_blocks,
+                              choose(cands, out.prompt_blocks), req, d);
+  explain(d, cands, out.chosen, out.prompt_blocks);
   d.scored = static_cast<uint32_t>(cands.size());
   if (pruned)
     d.candidates = static_cast<uint32_t>(by_load_.size());
-  uint32_t overlap_blocks = found.gpu_blocks[chosen] == unknown_run
-                              ? index_run(slot, seq)
-                              : found.gpu_blocks[chosen];
-  d.offloaded_blocks = found.offloaded_blocks[chosen];
+  out.ready = true;
+  return out;
+}
+
+route_decision placement::book(const route_request& req, choice sel) {
+  auto d = std::move(sel.d);
+  if (!sel.ready)
+    return d;
+  const auto& seq = sel.seq;
+  auto prompt_blocks = sel.prompt_blocks;
+  auto bs = std::max(1u, block_size_);
+  auto slot = sel.found.cands[sel.chosen].slot;
+  // The chosen rank's GPU run, if the search did not read it, and in kv
+  // mode which blocks its booking finds cached: one walk for both.
+  uint32_t overlap_blocks = sel.found.gpu_blocks[sel.chosen];
+  if (overlap_blocks == unknown_run || cfg_.mode == router_mode::kv) {
+    auto run = walk_held(slot, seq);
+    if (overlap_blocks == unknown_run)
+      overlap_blocks = run;
+  }
+  d.offloaded_blocks = sel.found.offloaded_blocks[sel.chosen];
   auto& info = slots_[slot];
   d.queued_prefill_tokens = info.prefill_tokens;
   d.held_decode_blocks = info.decode_blocks;

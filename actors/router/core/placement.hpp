@@ -1,5 +1,6 @@
 #pragma once
 
+#include <absl/container/btree_set.h>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -8,7 +9,6 @@
 #include <memory>
 #include <optional>
 #include <random>
-#include <set>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -174,8 +174,44 @@ class placement {
   /// `engine_load_fresh` (ranks not in it keep what they had).
   void engine_reported(const engine_load& l);
 
-  /// Picks a rank and books the request's load there.
-  route_decision place(const route_request& req);
+  /// Picks a rank and books the request's load there: the lapsed
+  /// predictions go (`expire_predictions`), then `decide`, then `book`.
+  route_decision place(const route_request& req) {
+    expire_predictions();
+    return book(req, decide(req));
+  }
+  /// Drops the predictions lapsed by now: the pruned search reads them as
+  /// bits, so a `decide` must come after it at the same time (`place`
+  /// does both).
+  void expire_predictions() { lapse_predictions(now_()); }
+
+ private:
+  // The search's answer: the candidates scored (placement_search.cpp).
+  struct scored {
+    std::vector<candidate> cands;
+    std::vector<uint32_t> gpu_blocks;       // the index's GPU run, per cand
+    std::vector<uint32_t> offloaded_blocks; // offloaded only, after it
+  };
+
+ public:
+  /// A decision not booked yet: `ready` with a rank chosen among the
+  /// candidates scored, or else busy / no worker in `d`.
+  struct choice {
+    route_decision d;
+    bool ready = false;
+    std::vector<uint64_t> seq; // the prompt's block keys
+    uint32_t prompt_blocks = 0;
+    scored found;
+    size_t chosen = 0; // in found.cands
+  };
+  /// The decision proper: hashes the prompt, matches it against the index
+  /// and the predictions, and selects a rank. Books nothing (the session
+  /// remembers its rank, the round-robin turn and the random draws move
+  /// on); `book` it before anything else changes the placement.
+  choice decide(const route_request& req);
+  /// Books a decision: the chosen rank's run, the blocks predicted there
+  /// and its load (a choice not ready comes back as its decision).
+  route_decision book(const route_request& req, choice sel);
   /// The request's prompt is computed / it is done: its booking shrinks or
   /// goes. The slot whose load changed, if any.
   std::optional<uint32_t> prefilled(uint64_t key);
@@ -267,11 +303,6 @@ class placement {
 
   // The search for candidates (placement_search.cpp): every eligible
   // rank, or only those that can have the lowest cost.
-  struct scored {
-    std::vector<candidate> cands;
-    std::vector<uint32_t> gpu_blocks;       // the index's GPU run, per cand
-    std::vector<uint32_t> offloaded_blocks; // offloaded only, after it
-  };
   bool eligible(uint32_t slot, const route_request& req) const;
   bool busy(const candidate& c, const route_request& req) const;
   bool prunable() const;
@@ -285,6 +316,10 @@ class placement {
             const std::vector<uint64_t>& seq, clock::time_point now) const;
   /// How many leading blocks of `seq` the index holds on the slot's GPU.
   uint32_t index_run(uint32_t slot, const std::vector<uint64_t>& seq) const;
+  /// Per block of `seq`, whether the index holds it on the slot's GPU, in
+  /// `held_`: one walk down the prompt for the chosen rank, read for its
+  /// run and its booking's covered blocks alike. Returns the run.
+  uint32_t walk_held(uint32_t slot, const std::vector<uint64_t>& seq);
   static constexpr uint32_t unknown_run = UINT32_MAX;
   /// How many blocks ahead a walk down the prompt asks for the index's
   /// table slots (each lookup a cache miss in an index of fleet size).
@@ -302,6 +337,8 @@ class placement {
                         const route_request& req, route_decision& d);
   void explain(route_decision& d, const std::vector<candidate>& cands,
                size_t chosen, uint32_t prompt_blocks) const;
+  /// Books the prompt's blocks on the booking's slot: those `held_` marks
+  /// as covered, the others as predicted (walk_held first).
   void predict(uint64_t key, booking& b, const std::vector<uint64_t>& seq);
   /// Counts `h` as pending on the booking's slot.
   void predict_one(booking& b, uint64_t h);
@@ -336,8 +373,10 @@ class placement {
   std::unordered_map<uint64_t, booking> bookings_;
   // Live slots ordered by the load part of their cost (queued prefill and
   // held decode, weighted), then a tie-break drawn at each change: the
-  // pruned search walks it from the least loaded.
-  std::set<std::tuple<double, uint32_t, uint32_t>> by_load_;
+  // pruned search walks it from the least loaded. A B-tree (Abseil's):
+  // every booking and release moves its rank, and at fleet size a
+  // red-black tree's node-per-rank walk was an eighth of a decision.
+  absl::btree_set<std::tuple<double, uint32_t, uint32_t>> by_load_;
   std::mt19937 tie_rng_;
   // The predicted blocks again, as bits per key (the pruned search ANDs
   // them with the index's), and when each settled booking's prediction
@@ -349,6 +388,7 @@ class placement {
     std::vector<uint64_t> keys;
   };
   std::deque<lapse> lapses_;
+  std::vector<uint8_t> held_; // walk_held's answer, reused
   uint64_t next_key_ = 1;
   // Other routers' bookings live in bookings_ too, under keys of their own.
   struct remote_ref {

@@ -87,6 +87,11 @@ struct fleet {
       INFO("prompt of " << got.prompt_blocks << " blocks, scored " << got.scored
                         << " of " << ref.scored);
       REQUIRE(got.cost == Approx(ref.cost).epsilon(1e-9).margin(1e-6));
+      // On the same rank, the same run of cached blocks (the exhaustive
+      // search reads it in its match; the pruned one walks the chosen
+      // rank's blocks after choosing).
+      if (got.slot == ref.slot)
+        REQUIRE(got.overlap_blocks == ref.overlap_blocks);
       ++compared;
       pruned_fewer += got.scored < ref.scored;
     }

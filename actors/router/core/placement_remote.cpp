@@ -34,8 +34,10 @@ std::optional<uint32_t> placement::remote(const cluster::booking_note& n) {
   info.decode_blocks += b.decode_blocks;
   reorder(slot);
   auto key = next_remote_key_++;
-  if (cfg_.mode == engine::router_mode::kv && !n.blocks.empty())
+  if (cfg_.mode == engine::router_mode::kv && !n.blocks.empty()) {
+    walk_held(slot, n.blocks);
     predict(key, b, n.blocks);
+  }
   bookings_[key] = std::move(b);
   remote_[id] = {key, now};
   // Another replica placed a turn of this session: its next turn goes

@@ -259,6 +259,10 @@ uint32_t placement::index_run(uint32_t slot,
   return n;
 }
 
+uint32_t placement::walk_held(uint32_t slot, const std::vector<uint64_t>& seq) {
+  return index_.tier(kv::medium::gpu).holds_along(seq, slot, held_);
+}
+
 void placement::reorder(uint32_t slot) {
   auto& s = slots_[slot];
   by_load_.erase({s.load_key, s.tiebreak, slot});
