@@ -30,7 +30,7 @@ def main():
     ax.set_yscale("log")
     ax.set_xlabel("workers")
     ax.set_ylabel("decision p99 (µs)")
-    ax.set_title("Router decision p99, 128-block prompt (3 runs)")
+    ax.set_title("Router decision p99, 128-block prompt (every run in the file)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
