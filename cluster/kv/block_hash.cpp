@@ -2,6 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+// The library's own code, compiled into this file so that a block's two
+// short hashes (64 and 16 bytes) are inlined rather than called through
+// the shared library: the same function and results (xxhash.h's
+// documented XXH_INLINE_ALL mode).
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 namespace outrider::kv {
