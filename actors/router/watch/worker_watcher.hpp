@@ -54,10 +54,7 @@ class worker_watcher {
  private:
   struct subscription;
   void run();
-  // `spread`: the first subscription opens at a random moment within it
-  // (0: at once).
-  void follow(const cluster::worker_record& r,
-              std::chrono::milliseconds spread = {});
+  void follow(const cluster::worker_record& r);
   void unfollow(const std::string& worker_id);
   // Its relay answered as a relay (on either event plane).
   bool answered(const std::string& worker_id);
