@@ -1,6 +1,7 @@
 #include "cluster/tls.hpp"
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <fstream>
 #include <sstream>
 
@@ -130,6 +131,24 @@ channel_credentials(const std::optional<tls_material>& m) {
   return grpc::SslCredentials(o);
 }
 
+std::string channel_target(const std::string& endpoint) {
+  auto colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon + 1 == endpoint.size())
+    return endpoint;
+  auto port = endpoint.substr(colon + 1);
+  if (!std::all_of(port.begin(), port.end(),
+                   [](char c) { return c >= '0' && c <= '9'; }))
+    return endpoint;
+  auto host = endpoint.substr(0, colon);
+  unsigned char addr[16];
+  if (inet_pton(AF_INET, host.c_str(), addr) == 1)
+    return "ipv4:" + endpoint;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']' &&
+      inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), addr) == 1)
+    return "ipv6:" + endpoint;
+  return endpoint;
+}
+
 std::shared_ptr<grpc::Channel>
 relay_channel(const std::string& endpoint,
               const std::shared_ptr<grpc::ChannelCredentials>& creds,
@@ -137,7 +156,7 @@ relay_channel(const std::string& endpoint,
   grpc::ChannelArguments args;
   if (!server_name.empty())
     args.SetSslTargetNameOverride(server_name);
-  return grpc::CreateCustomChannel(endpoint, creds, args);
+  return grpc::CreateCustomChannel(channel_target(endpoint), creds, args);
 }
 
 } // namespace outrider::cluster

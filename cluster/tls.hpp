@@ -57,6 +57,14 @@ server_credentials(const std::optional<tls_material>& m,
 std::shared_ptr<grpc::ChannelCredentials>
 channel_credentials(const std::optional<tls_material>& m);
 
+/// The gRPC target for `endpoint`: an IPv4 literal ("10.0.0.7:50051") as
+/// "ipv4:10.0.0.7:50051", an IPv6 one ("[fd00::7]:50051") as "ipv6:...",
+/// anything else (a host name) unchanged: an address needs no resolver
+/// (gRPC's DNS resolver would run getaddrinfo for it on its own thread).
+/// The channel's authority, and so TLS's name check, is the same
+/// "host:port".
+std::string channel_target(const std::string& endpoint);
+
 /// A channel to a relay. With a `server_name` (--tls-server-name) TLS
 /// checks the relay's certificate against that name instead of the address
 /// dialled: one certificate for every sidecar of a fleet, whose relays are

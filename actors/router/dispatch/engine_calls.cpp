@@ -22,7 +22,8 @@ engine_calls::channel_for(const std::string& endpoint, bool relay) {
   if (!ch)
     ch = relay && relay_creds_
            ? cluster::relay_channel(endpoint, relay_creds_, relay_server_name_)
-           : grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
+           : grpc::CreateChannel(cluster::channel_target(endpoint),
+                                 grpc::InsecureChannelCredentials());
   return ch;
 }
 
