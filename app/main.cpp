@@ -7,6 +7,7 @@
 #include "actors/sidecar/sidecar_service.hpp"
 #include "app/role_all.hpp"
 #include "app/settings.hpp"
+#include "cluster/grpc_process.hpp"
 #include "runtime/app.hpp"
 #include "runtime/logging.hpp"
 
@@ -16,6 +17,7 @@ using namespace outrider;
 namespace opt = runtime::opt;
 
 int run_main(int argc, char** argv) {
+  cluster::skip_abseil_deadlock_detection();
   std::vector<std::string> args(argv + 1, argv + argc);
   auto parsed = runtime::parse_options(args, runtime::process_environment());
   switch (parsed.what) {

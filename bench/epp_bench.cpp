@@ -28,6 +28,7 @@
 #include "actors/router/brain/kv_router.hpp"
 #include "actors/router/dispatch/dispatch_queue.hpp"
 #include "actors/router/frontend/epp_server.hpp"
+#include "cluster/grpc_process.hpp"
 #include "envoy/service/ext_proc/v3/external_processor.grpc.pb.h"
 #include "runtime/errors.hpp"
 
@@ -198,6 +199,7 @@ result run(size_t workers, size_t requests) {
 } // namespace
 
 int main(int argc, char** argv) {
+  outrider::cluster::skip_abseil_deadlock_detection(); // as outrider does
   spdlog::set_level(spdlog::level::warn);
   size_t requests = argc > 1 ? std::stoul(argv[1]) : 2000;
   std::vector<size_t> sizes;

@@ -6,6 +6,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <nlohmann/json.hpp>
 
+#include "cluster/grpc_process.hpp"
 #include "runtime/http/server.hpp"
 #include "sim/fleet/fleet_config.hpp"
 #include "sim/openai_http.hpp"
@@ -213,6 +214,7 @@ void drain(sim_engine& engine, const sim_config& cfg) {
 }
 
 int run(int argc, char** argv) {
+  cluster::skip_abseil_deadlock_detection(); // cluster/grpc_process.hpp
   std::vector<std::string> args(argv + 1, argv + argc);
   // `--fleet N`: many simulated workers in one process (sim/fleet/).
   for (const auto& a : args)

@@ -12,6 +12,7 @@
 #include <outrider/actors/router/router_service.hpp>
 #include <outrider/app/settings.hpp>
 #include <outrider/cluster/discovery.hpp>
+#include <outrider/cluster/grpc_process.hpp>
 #include <outrider/runtime/embedded_env.hpp>
 #include <outrider/runtime/errors.hpp>
 #include <outrider/runtime/supervisor.hpp>
@@ -26,6 +27,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s ENGINE_HOST:PORT\n", argv[0]);
     return 2;
   }
+  // Process-wide, so the embedder's choice (cluster/grpc_process.hpp).
+  outrider::cluster::skip_abseil_deadlock_detection();
   caf::actor_system_config cfg;
   add_error_category(cfg);
   caf::actor_system sys{cfg};

@@ -18,9 +18,7 @@ placement::placement(router_config cfg, clock_fn now, uint64_t seed)
     tie_rng_(static_cast<uint32_t>(seed ^ 0x9e3779b97f4a7c15ull)) {}
 
 int64_t placement::engine_used(const slot_info& s) const {
-  return s.engine_used >= 0 && now_() - s.engine_at <= cfg_.engine_load_fresh
-           ? s.engine_used
-           : -1;
+  return s.engine_used >= 0 && now_() <= s.engine_until ? s.engine_used : -1;
 }
 
 // The engine's fresh report, else the worker's record (0: unknown).

@@ -144,8 +144,8 @@ class placement {
     uint64_t decode_blocks = 0;
     int64_t engine_used = -1; // engine_reported
     uint64_t engine_total = 0;
-    uint64_t record_total = 0; // per rank, from the worker's record
-    clock::time_point engine_at{};
+    uint64_t record_total = 0;        // per rank, from the worker's record
+    clock::time_point engine_until{}; // believed until then
     // This router's bookings not prefilled yet, in the order the engine
     // admits them ((priority, key) -> prefill tokens): the first is the
     // prompt the engine is computing.

@@ -210,6 +210,19 @@ TEST_CASE("placement: an engine's own KV report counts while it is fresh",
   p.release(d.key);
   // A report older than engine_load_fresh (3 s) is not believed.
   clk.t += 4s;
+  auto stale = place(p, prompt(0));
+  CHECK(stale.engine_used_kv_blocks == -1);
+  p.release(stale.key);
+  // One that says it holds longer (a large fleet polled less often) is,
+  // that long and no longer.
+  engine_load slow{"a", {{0, 80, 1000}}};
+  slow.fresh_for = 30s;
+  p.engine_reported(slow);
+  clk.t += 29s;
+  auto held = place(p, prompt(0));
+  CHECK(held.engine_used_kv_blocks == 80);
+  p.release(held.key);
+  clk.t += 2s;
   CHECK(place(p, prompt(0)).engine_used_kv_blocks == -1);
 }
 

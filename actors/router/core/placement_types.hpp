@@ -2,6 +2,7 @@
 
 // The value types placement trades in: the request it places, the decision
 // it answers, the KV events and loads it is told, the views it shows.
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -123,6 +124,10 @@ struct engine_load {
   };
   std::string worker_id;
   std::vector<rank_load> ranks;
+  /// How long the report is believed: the longer of this and the router's
+  /// `engine_load_fresh` (the load poller asks a large fleet less often
+  /// than once a second and says so here).
+  std::chrono::milliseconds fresh_for{0};
 };
 
 /// A (worker, rank) as the status page shows it.

@@ -5,6 +5,8 @@
 // reports, and the read-only views for status and metrics. The decisions
 // are in placement.cpp.
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "actors/router/core/endpoint_subset.hpp"
@@ -137,7 +139,7 @@ void placement::engine_reported(const engine_load& l) {
     auto& s = slots_[i->second[static_cast<size_t>(r.rank)]];
     s.engine_used = static_cast<int64_t>(r.used_kv_blocks);
     s.engine_total = r.total_kv_blocks;
-    s.engine_at = now_();
+    s.engine_until = now_() + std::max(cfg_.engine_load_fresh, l.fresh_for);
   }
 }
 

@@ -28,13 +28,33 @@ struct load_call {
 
 } // namespace
 
+poll_round poll_round::of(size_t n, std::chrono::milliseconds every,
+                          size_t max_per_second) {
+  poll_round r;
+  r.n = n;
+  r.period = every;
+  if (max_per_second > 0 && n > 0) {
+    auto needed = std::chrono::milliseconds{(n * 1000 + max_per_second - 1) /
+                                            max_per_second};
+    r.period = std::max(every, needed);
+  }
+  return r;
+}
+
+std::chrono::milliseconds poll_round::due(size_t i) const {
+  if (n == 0)
+    return std::chrono::milliseconds{0};
+  return std::chrono::milliseconds{
+    static_cast<int64_t>(static_cast<uint64_t>(period.count()) * i / n)};
+}
+
 load_poller::load_poller(runtime::slot_ptr<kv_router_actor> router,
                          std::shared_ptr<grpc::ChannelCredentials> creds,
                          std::string tls_server_name,
-                         std::chrono::milliseconds every)
+                         std::chrono::milliseconds every, size_t max_per_second)
   : router_(std::move(router)), creds_(std::move(creds)),
     server_name_(std::move(tls_server_name)), every_(every),
-    thread_([this] { run(); }) {}
+    max_per_second_(max_per_second), thread_([this] { run(); }) {}
 
 load_poller::~load_poller() {
   {
@@ -54,21 +74,43 @@ void load_poller::set_workers(std::map<std::string, std::string> relays) {
 }
 
 void load_poller::run() {
+  using clock = std::chrono::steady_clock;
+  // Waits until `t`; false once stopping.
+  auto until = [this](std::unique_lock<std::mutex>& lock, clock::time_point t) {
+    return !wake_.wait_until(lock, t, [this] { return stopping_; });
+  };
   std::unique_lock<std::mutex> lock{mtx_};
-  while (!wake_.wait_for(lock, every_, [this] { return stopping_; })) {
+  auto start = clock::now();
+  auto round = poll_round::of(0, every_, max_per_second_);
+  while (until(lock, start + round.period)) {
+    start = clock::now();
     auto relays = relays_;
+    round = poll_round::of(relays.size(), every_, max_per_second_);
     lock.unlock();
     std::erase_if(targets_, [&](const auto& t) {
       auto r = relays.find(t.first);
       return r == relays.end() || r->second != t.second->endpoint;
     });
-    for (const auto& [id, endpoint] : relays)
-      poll(id, endpoint);
+    size_t i = 0;
+    for (const auto& [id, endpoint] : relays) {
+      // Calls due within 5 ms go together: a wake-up per call would cost
+      // more than it spreads.
+      auto due = start + round.due(i++);
+      if (due - clock::now() > std::chrono::milliseconds{5}) {
+        lock.lock();
+        bool go_on = until(lock, due);
+        lock.unlock();
+        if (!go_on)
+          return;
+      }
+      poll(id, endpoint, round.fresh_for());
+    }
     lock.lock();
   }
 }
 
-void load_poller::poll(const std::string& id, const std::string& endpoint) {
+void load_poller::poll(const std::string& id, const std::string& endpoint,
+                       std::chrono::milliseconds fresh_for) {
   auto& t = targets_[id];
   if (!t) {
     t = std::make_shared<target>();
@@ -85,11 +127,13 @@ void load_poller::poll(const std::string& id, const std::string& endpoint) {
   ++*in_flight_;
   t->stub->async()->GetLoad(
     &call->ctx, &call->req, &call->resp,
-    [call, t, id, router = router_, in_flight = in_flight_](grpc::Status st) {
+    [call, t, id, fresh_for, router = router_,
+     in_flight = in_flight_](grpc::Status st) {
       t->busy = false;
       if (st.ok() && call->resp.total_kv_blocks() > 0) {
         auto load = std::make_shared<engine_load>();
         load->worker_id = id;
+        load->fresh_for = fresh_for;
         for (const auto& r : call->resp.ranks())
           load->ranks.push_back({static_cast<int>(r.data_parallel_rank()),
                                  r.used_kv_blocks(), r.total_kv_blocks()});

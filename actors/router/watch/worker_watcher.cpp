@@ -36,6 +36,16 @@ std::string same_host_form(const std::string& endpoint) {
   return host + endpoint.substr(colon);
 }
 
+// Subscriptions that ended, by their gRPC status code (a number: 0 OK,
+// 1 CANCELLED, 4 DEADLINE_EXCEEDED, 8 RESOURCE_EXHAUSTED, 14 UNAVAILABLE).
+runtime::counter& closures(grpc::StatusCode code) {
+  return runtime::global_metrics().get_counter(
+    "outrider_router_kv_streams_closed_total",
+    "KV event subscriptions to relays that ended (each is opened again "
+    "after a pause), by gRPC status code",
+    {{"code", std::to_string(static_cast<int>(code))}});
+}
+
 } // namespace
 
 // One worker's SubscribeKvEvents, snapshot then live, on gRPC's callback
@@ -138,7 +148,8 @@ struct worker_watcher::subscription
     return true;
   }
 
-  void closed(const grpc::Status&) {
+  void closed(const grpc::Status& st) {
+    closures(st.error_code()).inc();
     {
       std::lock_guard<std::mutex> guard{mtx};
       if (!stopping) {
