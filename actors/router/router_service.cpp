@@ -92,8 +92,6 @@ bool start_frontends(runtime::role_env& ctx, const router_settings& s,
   const auto& host = s.http_host;
   auto fc = s.frontend;
   fc.tracer = parts.tracer;
-  parts.catalog =
-    std::make_shared<model_catalog>(parts.disc, parts.config.model);
   std::weak_ptr<model_catalog> weak = parts.catalog;
   auto models = [weak]() -> std::vector<std::string> {
     auto c = weak.lock();
@@ -270,9 +268,11 @@ start_router(runtime::role_env& ctx, const router_settings& s,
   std::vector<std::string> own{s.http_host + ":" + std::to_string(s.http_port)};
   if (s.grpc_port > 0)
     own.push_back(s.http_host + ":" + std::to_string(s.grpc_port));
+  // What the frontends list and accept, told by the watcher.
+  parts->catalog = std::make_shared<model_catalog>(parts->config.model);
   parts->watcher = std::make_unique<worker_watcher>(
     parts->disc, parts->brain, relay_creds, parts->plane, server_name, own,
-    parts->tracer);
+    parts->tracer, parts->catalog);
   parts->dispatch = dispatcher_from(ctx, s, *parts, relay_creds);
   add_status_page(
     ctx, parts->brain, [weak = std::weak_ptr<router_parts>(parts)] {

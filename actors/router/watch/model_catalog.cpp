@@ -2,36 +2,32 @@
 
 namespace outrider::router {
 
-void model_catalog::refresh() {
-  auto now = std::chrono::steady_clock::now();
-  if (now - at_ <= std::chrono::seconds{1})
-    return;
-  at_ = now;
-  std::set<std::string> bases;
-  adapters_.clear();
-  for (const auto& r : disc_->list()) {
+void model_catalog::update(const std::vector<cluster::worker_record>& records) {
+  std::set<std::string> bases, adapters;
+  for (const auto& r : records) {
     if (!served_.empty() && r.model != served_)
       continue;
     bases.insert(r.model);
-    adapters_.insert(r.lora_adapters.begin(), r.lora_adapters.end());
+    adapters.insert(r.lora_adapters.begin(), r.lora_adapters.end());
   }
   if (!served_.empty())
     bases = {served_};
-  models_.assign(bases.begin(), bases.end());
-  for (const auto& a : adapters_)
+  std::vector<std::string> models(bases.begin(), bases.end());
+  for (const auto& a : adapters)
     if (!bases.count(a))
-      models_.push_back(a);
+      models.push_back(a);
+  std::lock_guard<std::mutex> guard{mtx_};
+  models_ = std::move(models);
+  adapters_ = std::move(adapters);
 }
 
 std::vector<std::string> model_catalog::models() {
   std::lock_guard<std::mutex> guard{mtx_};
-  refresh();
   return models_;
 }
 
 bool model_catalog::is_adapter(const std::string& name) {
   std::lock_guard<std::mutex> guard{mtx_};
-  refresh();
   return adapters_.count(name) != 0;
 }
 

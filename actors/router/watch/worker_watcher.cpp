@@ -181,10 +181,12 @@ worker_watcher::worker_watcher(std::shared_ptr<cluster::discovery> disc,
                                std::shared_ptr<cluster::nats_kv_plane> plane,
                                std::string tls_server_name,
                                std::vector<std::string> own,
-                               std::shared_ptr<trace::tracer> tracer)
+                               std::shared_ptr<trace::tracer> tracer,
+                               std::shared_ptr<model_catalog> catalog)
   : disc_(std::move(disc)), router_(std::move(router)),
     creds_(std::move(creds)), server_name_(std::move(tls_server_name)),
     plane_(std::move(plane)), tracer_(std::move(tracer)),
+    catalog_(std::move(catalog)),
     poller_(std::make_unique<load_poller>(router_, creds_, server_name_)) {
   for (const auto& a : own)
     own_.push_back(same_host_form(a));
@@ -301,6 +303,8 @@ void worker_watcher::run() {
     size_t invalid = 0;
     auto records = disc_->list(&invalid);
     invalid_records.inc(invalid);
+    if (catalog_)
+      catalog_->update(records);
     std::map<std::string, cluster::worker_record> now;
     for (auto& r : records) {
       auto relay = same_host_form(r.relay_endpoint);

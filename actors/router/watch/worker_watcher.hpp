@@ -15,6 +15,7 @@
 #include "actors/router/brain/kv_router.hpp"
 #include "actors/router/watch/kv_follower.hpp"
 #include "actors/router/watch/load_poller.hpp"
+#include "actors/router/watch/model_catalog.hpp"
 #include "cluster/discovery.hpp"
 #include "cluster/nats_discovery.hpp"
 #include "runtime/actor_slot.hpp"
@@ -45,7 +46,8 @@ class worker_watcher {
                  std::shared_ptr<cluster::nats_kv_plane> plane = nullptr,
                  std::string tls_server_name = {},
                  std::vector<std::string> own = {},
-                 std::shared_ptr<trace::tracer> tracer = nullptr);
+                 std::shared_ptr<trace::tracer> tracer = nullptr,
+                 std::shared_ptr<model_catalog> catalog = nullptr);
   ~worker_watcher(); // stops its thread and every subscription
 
   worker_watcher(const worker_watcher&) = delete;
@@ -70,7 +72,8 @@ class worker_watcher {
   std::map<std::string, cluster::worker_record> known_;
   std::map<std::string, std::shared_ptr<subscription>> subs_;
   std::shared_ptr<cluster::nats_kv_plane> plane_;
-  std::shared_ptr<trace::tracer> tracer_; // to the followers; may be null
+  std::shared_ptr<trace::tracer> tracer_;  // to the followers; may be null
+  std::shared_ptr<model_catalog> catalog_; // told each listing; may be null
   uint64_t plane_connections_ = 0;
   std::mutex followers_mtx_; // the NATS thread looks followers up
   std::map<std::string, std::unique_ptr<kv_follower>> followers_;
