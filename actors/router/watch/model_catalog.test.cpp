@@ -20,8 +20,8 @@ TEST_CASE("the model catalog lists what the watcher last read: base models, "
           "then adapters") {
   model_catalog any{""};
   CHECK(any.models().empty()); // nothing read yet: every model is accepted
-  any.update({record("m2", {"sql"}), record("m1", {"chat", "sql"}),
-              record("m1", {})});
+  any.update(
+    {record("m2", {"sql"}), record("m1", {"chat", "sql"}), record("m1", {})});
   CHECK(any.models() == std::vector<std::string>{"m1", "m2", "chat", "sql"});
   CHECK(any.is_adapter("sql"));
   CHECK_FALSE(any.is_adapter("m1"));
