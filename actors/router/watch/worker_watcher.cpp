@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <set>
-#include <thread>
 
 #include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
@@ -355,12 +354,13 @@ void worker_watcher::run() {
       auto due = began + std::chrono::microseconds{
                            spread.count() * static_cast<int64_t>(opened) /
                            static_cast<int64_t>(std::max<size_t>(fresh, 1))};
-      while (!stopping_ && std::chrono::steady_clock::now() < due)
-        std::this_thread::sleep_until(
-          std::min(due, std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds{50}));
-      if (stopping_)
-        return;
+      {
+        // Stopping wakes it (the destructor's `waker_->wake()`).
+        std::unique_lock<std::mutex> lock{waker_->mtx};
+        if (waker_->cv.wait_until(lock, due,
+                                  [this] { return stopping_.load(); }))
+          return;
+      }
       follow(r); // placed on once its relay answers (the snapshot)
       ++opened;
     }
