@@ -5,7 +5,8 @@ record, KV cache and KV stream, a system prompt every worker holds, cache
 churn at a set rate) and one `outrider --role router` on its discovery
 directory, waits until the router knows every worker, then drives closed-
 loop load for a while and reports from the router's own /metrics and
-/proc: threads, RSS, CPU, event lag p50/p99, decision p50/p99 (histogram
+/proc: threads, RSS, CPU, event lag p50/p99 (and p99 of the part spent
+waiting for the router actor), decision p50/p99 (histogram
 quantiles: linear within a bucket), placements per second, the KV hit rate,
 and the time until every worker was known. Ratios are against the first
 fleet size of the same run.
@@ -186,6 +187,7 @@ def run_size(args, n):
             "cpu": (cpu1 - cpu0) / wall,
             "lag_p50_ms": 1e3 * quantile(before, after, "outrider_router_kv_event_lag_seconds", 0.5),
             "lag_p99_ms": 1e3 * quantile(before, after, "outrider_router_kv_event_lag_seconds", 0.99),
+            "wait_p99_ms": 1e3 * quantile(before, after, "outrider_router_kv_event_wait_seconds", 0.99),
             "batches_s": d("outrider_router_kv_event_lag_seconds_count") / wall,
             "dec_p50_us": 1e6 * quantile(before, after, "outrider_router_decision_seconds", 0.5),
             "dec_p99_us": 1e6 * quantile(before, after, "outrider_router_decision_seconds", 0.99),
@@ -229,7 +231,7 @@ def main():
     args.outrider = os.path.join(args.build, "outrider")
     rows = [run_size(args, int(n)) for n in args.workers.split(",")]
     cols = ["workers", "known_s", "threads", "rss_mb", "cpu", "batches_s",
-            "lag_p50_ms", "lag_p99_ms", "dec_p50_us", "dec_p99_us",
+            "lag_p50_ms", "lag_p99_ms", "wait_p99_ms", "dec_p50_us", "dec_p99_us",
             "placed_s", "hit", "entries", "ok", "failed"]
     print("| " + " | ".join(cols) + " | p99 decision vs first |")
     print("|" + "---|" * (len(cols) + 1))

@@ -1,9 +1,11 @@
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 #include <utility>
-#include <vector>
 
 namespace outrider::indexer {
 
@@ -12,27 +14,63 @@ namespace outrider::indexer {
 /// touches one or two cache lines. Keys are random-looking hashes; they are
 /// used as they are. `MaxLoad` (percent) trades memory for probe length:
 /// 70 where lookups are on the decision path, more where memory counts
-/// more than a miss's probe. Not thread-safe.
+/// more than a miss's probe. Not thread-safe; any insert or erase may move
+/// entries (a pointer from `find` lasts until the next one).
+///
+/// Growing is incremental. A table of fleet size (millions of blocks) that
+/// doubled at once stopped its owner for a third of a second (the router's
+/// index: every decision behind it waited, docs/benchmarks.md): the new
+/// arrays are taken from the allocator unwritten (calloc'd state: the
+/// kernel's zero pages, touched as they fill) and the old one's entries
+/// move over a few per insert or erase, looked up in both meanwhile. The
+/// old table keeps its probe runs whole by marking what left it (`gone`)
+/// instead of shifting, so that its lookups stay right while it drains.
+/// (Hand-written: Abseil's and the standard tables rehash all at once.)
 template <class Value, unsigned MaxLoad = 70>
 class flat_table {
   static_assert(MaxLoad >= 10 && MaxLoad <= 90);
+  static_assert(alignof(Value) <= alignof(std::max_align_t));
 
  public:
   // Nothing is allocated until the first insert: a table per slot of a
   // tier no engine of the fleet publishes costs its members only.
   flat_table() = default;
+  ~flat_table() {
+    cur_.release();
+    old_.release();
+  }
+  flat_table(const flat_table& o) {
+    o.each([&](uint64_t k, const Value& v) {
+      bool added = false;
+      insert(k, added) = v;
+    });
+  }
+  flat_table& operator=(const flat_table& o) {
+    if (this != &o) {
+      flat_table copy{o};
+      swap(copy);
+    }
+    return *this;
+  }
+  flat_table(flat_table&& o) noexcept { swap(o); }
+  flat_table& operator=(flat_table&& o) noexcept {
+    if (this != &o) {
+      flat_table gone;
+      swap(o);
+      gone.swap(o); // what this held is released with `gone`
+    }
+    return *this;
+  }
 
-  size_t size() const { return size_; }
+  size_t size() const { return cur_.size + old_.size; }
 
   Value* find(uint64_t key) {
-    if (keys_.empty())
-      return nullptr;
-    for (size_t i = home(key);; i = (i + 1) & mask_) {
-      if (state_[i] == empty)
-        return nullptr;
-      if (state_[i] == full && keys_[i] == key)
-        return &vals_[i];
-    }
+    if (auto i = cur_.find(key, home(key, cur_)); i != npos)
+      return &cur_.vals[i];
+    if (old_.cap)
+      if (auto i = old_.find(key, home(key, old_)); i != npos)
+        return &old_.vals[i];
+    return nullptr;
   }
 
   const Value* find(uint64_t key) const {
@@ -43,114 +81,235 @@ class flat_table {
   /// value) ahead of a find: a walk that knows its next keys overlaps
   /// their cache misses instead of taking them one after another.
   void prefetch(uint64_t key) const {
-    if (keys_.empty())
-      return;
-    auto i = home(key);
-    __builtin_prefetch(&state_[i]);
-    __builtin_prefetch(&keys_[i]);
-    __builtin_prefetch(&vals_[i]);
+    cur_.prefetch(home(key, cur_));
+    if (old_.cap)
+      old_.prefetch(home(key, old_));
   }
 
   /// The value of `key`, default-constructed when new (`added` tells).
   Value& insert(uint64_t key, bool& added) {
-    if ((size_ + 1) * 100 > keys_.size() * MaxLoad)
-      rehash(keys_.empty() ? 16 : keys_.size() * 2);
-    for (size_t i = home(key);; i = (i + 1) & mask_) {
-      if (state_[i] == full && keys_[i] == key) {
+    drain_some();
+    if (old_.cap)
+      if (auto i = old_.find(key, home(key, old_)); i != npos) {
+        added = false; // still in the old table: it moves now
+        auto j = cur_.place(key, home(key, cur_), std::move(old_.vals[i]));
+        old_.leave(i);
+        release_old_if_empty();
+        return cur_.vals[j];
+      }
+    if (cur_.cap)
+      if (auto i = cur_.find(key, home(key, cur_)); i != npos) {
         added = false;
-        return vals_[i];
+        return cur_.vals[i];
       }
-      if (state_[i] == empty) {
-        state_[i] = full;
-        keys_[i] = key;
-        vals_[i] = Value{};
-        ++size_;
-        added = true;
-        return vals_[i];
-      }
-    }
+    if ((size() + 1) * 100 > cur_.cap * MaxLoad)
+      grow();
+    added = true;
+    return cur_.vals[cur_.place(key, home(key, cur_), Value{})];
   }
 
   /// Calls f(key, value) for every entry, in no particular order.
   template <class F>
   void each(F&& f) const {
-    for (size_t i = 0; i < keys_.size(); ++i)
-      if (state_[i] == full)
-        f(keys_[i], vals_[i]);
+    cur_.each(f);
+    old_.each(f);
   }
 
   /// Removes every entry and gives the memory back.
   void clear() {
-    std::vector<uint64_t>{}.swap(keys_);
-    std::vector<Value>{}.swap(vals_);
-    std::vector<uint8_t>{}.swap(state_);
-    mask_ = 0;
-    size_ = 0;
+    cur_.release();
+    old_.release();
+    cursor_ = 0;
   }
 
-  /// Removes `key`, if held. Backward-shift deletion: the entries after
-  /// it in its probe run move up, so that no tombstone is left and the
-  /// table never rehashes to clear them (a rehash on the decision path was
-  /// a latency spike).
+  /// Removes `key`, if held. In the current table by backward shift: the
+  /// entries after it in its probe run move up, so that no tombstone is
+  /// left and the table never rehashes to clear them (a rehash on the
+  /// decision path was a latency spike).
   void erase(uint64_t key) {
-    if (keys_.empty())
+    drain_some();
+    if (cur_.cap && cur_.erase(key, [&](uint64_t k) { return home(k, cur_); }))
       return;
-    size_t i = home(key);
-    for (;; i = (i + 1) & mask_) {
-      if (state_[i] == empty)
-        return;
-      if (keys_[i] == key)
-        break;
-    }
-    --size_;
-    for (size_t j = (i + 1) & mask_;; j = (j + 1) & mask_) {
-      if (state_[j] == empty)
-        break;
-      // Entry j may fill hole i unless its home lies cyclically in (i, j].
-      size_t h = home(keys_[j]);
-      bool stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
-      if (stays)
-        continue;
-      keys_[i] = keys_[j];
-      vals_[i] = std::move(vals_[j]);
-      i = j;
-    }
-    state_[i] = empty;
-    vals_[i] = Value{}; // what it held goes now
+    if (old_.cap)
+      if (auto i = old_.find(key, home(key, old_)); i != npos) {
+        old_.leave(i);
+        release_old_if_empty();
+      }
   }
+
+  /// Whether an old table is still being moved from (tests).
+  bool growing() const { return old_.cap != 0; }
 
  private:
   static constexpr uint8_t empty = 0;
   static constexpr uint8_t full = 1;
+  static constexpr uint8_t gone = 2; // left a draining table
+  static constexpr size_t npos = ~size_t{0};
+  // Below this many slots a table moves all at once (cheap).
+  static constexpr size_t incremental_from = 4096;
+  // Old slots looked at per insert or erase while draining: the old table
+  // (C slots) is empty before the new one (2C) can reach its own limit,
+  // which takes at least C * MaxLoad / 100 inserts.
+  static constexpr size_t drain_per_op = 4;
 
-  size_t home(uint64_t key) const {
+  // One table's arrays. Values are constructed in full slots only.
+  struct arrays {
+    uint8_t* state = nullptr;
+    uint64_t* keys = nullptr;
+    Value* vals = nullptr;
+    size_t cap = 0, mask = 0, size = 0;
+
+    void allocate(size_t capacity) {
+      state = static_cast<uint8_t*>(std::calloc(capacity, 1));
+      keys = static_cast<uint64_t*>(std::malloc(capacity * sizeof(uint64_t)));
+      vals = static_cast<Value*>(std::malloc(capacity * sizeof(Value)));
+      if (!state || !keys || !vals) {
+        std::free(state);
+        std::free(keys);
+        std::free(vals);
+        throw std::bad_alloc{};
+      }
+      cap = capacity;
+      mask = capacity - 1;
+      size = 0;
+    }
+
+    void release() {
+      if (!cap)
+        return;
+      for (size_t i = 0; i < cap; ++i)
+        if (state[i] == full)
+          vals[i].~Value();
+      std::free(state);
+      std::free(keys);
+      std::free(vals);
+      *this = arrays{};
+    }
+
+    size_t find(uint64_t key, size_t i) const {
+      if (!cap)
+        return npos;
+      for (;; i = (i + 1) & mask) {
+        if (state[i] == empty)
+          return npos;
+        if (state[i] == full && keys[i] == key)
+          return i;
+      }
+    }
+
+    // Puts a key known to be absent at the first free slot of its run.
+    size_t place(uint64_t key, size_t i, Value&& v) {
+      for (; state[i] == full; i = (i + 1) & mask) {
+      }
+      state[i] = full;
+      keys[i] = key;
+      new (&vals[i]) Value(std::move(v));
+      ++size;
+      return i;
+    }
+
+    // Marks slot i as left (a draining table only).
+    void leave(size_t i) {
+      vals[i].~Value();
+      state[i] = gone;
+      --size;
+    }
+
+    template <class Home>
+    bool erase(uint64_t key, Home home) {
+      size_t i = find(key, home(key));
+      if (i == npos)
+        return false;
+      --size;
+      for (size_t j = (i + 1) & mask;; j = (j + 1) & mask) {
+        if (state[j] == empty)
+          break;
+        // Entry j may fill hole i unless its home lies cyclically in (i, j].
+        size_t h = home(keys[j]);
+        bool stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
+        if (stays)
+          continue;
+        keys[i] = keys[j];
+        vals[i] = std::move(vals[j]);
+        i = j;
+      }
+      state[i] = empty;
+      vals[i].~Value(); // what it held goes now
+      return true;
+    }
+
+    void prefetch(size_t i) const {
+      if (!cap)
+        return;
+      __builtin_prefetch(&state[i]);
+      __builtin_prefetch(&keys[i]);
+      __builtin_prefetch(&vals[i]);
+    }
+
+    template <class F>
+    void each(F& f) const {
+      for (size_t i = 0; i < cap; ++i)
+        if (state[i] == full)
+          f(keys[i], static_cast<const Value&>(vals[i]));
+    }
+  };
+
+  static size_t home(uint64_t key, const arrays& a) {
     // Keys are hashes already; fold the high bits in anyway.
     return static_cast<size_t>((key ^ (key >> 29)) * 0x9e3779b97f4a7c15ULL >>
                                20) &
-           mask_;
+           a.mask;
   }
 
-  void rehash(size_t capacity) {
-    std::vector<uint64_t> keys(capacity);
-    std::vector<Value> vals(capacity);
-    std::vector<uint8_t> state(capacity, empty);
-    keys.swap(keys_);
-    vals.swap(vals_);
-    state.swap(state_);
-    mask_ = capacity - 1;
-    size_ = 0;
-    for (size_t i = 0; i < keys.size(); ++i)
-      if (state[i] == full) {
-        bool added = false;
-        insert(keys[i], added) = std::move(vals[i]);
+  void swap(flat_table& o) noexcept {
+    std::swap(cur_, o.cur_);
+    std::swap(old_, o.old_);
+    std::swap(cursor_, o.cursor_);
+  }
+
+  void grow() {
+    drain(old_.cap); // the last growth's move is done first (rare)
+    old_ = cur_;
+    cur_ = arrays{};
+    cur_.allocate(old_.cap ? old_.cap * 2 : 16);
+    cursor_ = 0;
+    if (old_.cap < incremental_from)
+      drain(old_.cap);
+    else
+      release_old_if_empty();
+  }
+
+  void drain_some() {
+    if (old_.cap)
+      drain(drain_per_op);
+  }
+
+  // Moves the old table's entries in the next `n` of its slots.
+  void drain(size_t n) {
+    if (!old_.cap)
+      return;
+    for (size_t end = std::min(old_.cap, cursor_ + n); cursor_ < end; ++cursor_)
+      if (old_.state[cursor_] == full) {
+        cur_.place(old_.keys[cursor_], home(old_.keys[cursor_], cur_),
+                   std::move(old_.vals[cursor_]));
+        old_.leave(cursor_);
       }
+    if (cursor_ == old_.cap)
+      old_.release();
+    else
+      release_old_if_empty();
   }
 
-  std::vector<uint64_t> keys_;
-  std::vector<Value> vals_;
-  std::vector<uint8_t> state_;
-  size_t mask_ = 0;
-  size_t size_ = 0;
+  void release_old_if_empty() {
+    if (old_.cap && old_.size == 0) {
+      old_.release();
+      cursor_ = 0;
+    }
+  }
+
+  arrays cur_;
+  arrays old_;        // draining into cur_ while cap != 0
+  size_t cursor_ = 0; // old_'s slots below it have been moved
 };
 
 } // namespace outrider::indexer

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "actors/indexer/chunked_vector.hpp"
 #include "actors/indexer/flat_table.hpp"
 #include "actors/indexer/key_bits.hpp"
 #include "actors/indexer/match_groups.hpp"
@@ -122,7 +123,7 @@ class prefix_index {
     uint32_t entry = 0;
   };
   flat_table<block_ref> table_;
-  std::vector<slot_words> entries_ = std::vector<slot_words>(1);
+  chunked_vector<slot_words> entries_ = chunked_vector<slot_words>(1);
   std::vector<uint32_t> free_entries_;
   // Engines may hold the same tokens under several hashes (salts,
   // duplicates): a slot keeps the block until the last goes. The bit says

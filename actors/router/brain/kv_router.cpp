@@ -26,6 +26,7 @@ struct router_stats {
   // long a KV batch took from its publisher to the index.
   runtime::histogram* decision_seconds = nullptr;
   runtime::histogram* event_lag = nullptr;
+  runtime::histogram* event_wait = nullptr;
   struct load_gauges {
     runtime::gauge* prefill = nullptr;
     runtime::gauge* decode = nullptr;
@@ -84,6 +85,13 @@ struct router_stats {
       "outrider_router_kv_event_lag_seconds",
       "From a KV batch's publisher (its timestamp) to the router's index",
       {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5});
+    s.event_wait = &m.get_histogram(
+      "outrider_router_kv_event_wait_seconds",
+      "From a KV batch's arrival at the router (read from its stream) to "
+      "the router's index: the part of the lag spent waiting for the "
+      "router actor",
+      {0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+       1, 5});
     auto skipped = [&](const char* reason) {
       return skipped_counter{
         &m.get_counter("outrider_router_index_skipped_blocks_total",
@@ -283,6 +291,11 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
             0, now - static_cast<int64_t>(ev->sent_unix_nanos))) /
           1e9);
       }
+      if (ev->received != std::chrono::steady_clock::time_point{})
+        st.stats.event_wait->observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                        ev->received)
+            .count());
       st.stats.show_load(*st.core, *slot);
       st.stats.index_entries->set(
         static_cast<double>(st.core->index_entries()));

@@ -105,6 +105,9 @@ struct worker_events {
   /// When the publisher sent the batch (ns since the Unix epoch; 0: not
   /// said): the router's event lag is measured from it.
   uint64_t sent_unix_nanos = 0;
+  /// When the router read it from its stream (0: not said): the part of
+  /// the lag spent waiting for the router actor is measured from it.
+  std::chrono::steady_clock::time_point received{};
 };
 
 /// The load a (worker, rank) carries, as the router booked it.

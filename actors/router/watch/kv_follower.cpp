@@ -172,6 +172,7 @@ void kv_follower::deliver(int rank, bool reset, const oe::KvEventBatch& batch) {
   ev->rank = rank;
   ev->reset = reset;
   ev->sent_unix_nanos = batch.timestamp_unix_nanos();
+  ev->received = std::chrono::steady_clock::now();
   for (const auto& e : batch.events()) {
     if (auto k = kv::from_proto(e))
       ev->events.push_back(std::move(*k));

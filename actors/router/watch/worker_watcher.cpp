@@ -134,6 +134,7 @@ struct worker_watcher::subscription
     ev->rank = static_cast<int>(resp.batch().data_parallel_rank());
     ev->reset = seen.insert(ev->rank).second;
     ev->sent_unix_nanos = resp.batch().timestamp_unix_nanos();
+    ev->received = std::chrono::steady_clock::now();
     for (const auto& e : resp.batch().events()) {
       if (auto k = kv::from_proto(e))
         ev->events.push_back(std::move(*k));
