@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <dirent.h>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
@@ -23,8 +24,8 @@ namespace fs = std::filesystem;
 // Reads a record file without ever blocking: only a regular file (a FIFO
 // or device named *.json would block the reader, and with it every
 // listing), at most max_record_bytes.
-static bool read_record_file(const std::string& path, std::string& out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+static bool read_record_file(int dir_fd, const char* name, std::string& out) {
+  int fd = ::openat(dir_fd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0)
     return false;
   struct stat st {};
@@ -143,7 +144,6 @@ std::vector<worker_record> file_discovery::list(size_t* invalid) {
     "listing stood in)");
   std::vector<worker_record> out;
   size_t bad = 0;
-  std::error_code ec;
   timespec now_ts{};
   clock_gettime(CLOCK_REALTIME, &now_ts);
   auto ns = [](const timespec& t) {
@@ -153,80 +153,106 @@ std::vector<worker_record> file_discovery::list(size_t* invalid) {
   const int64_t ttl_ns =
     std::chrono::duration_cast<std::chrono::nanoseconds>(ttl_).count();
   std::lock_guard<std::mutex> guard{last_mtx_};
-  std::map<std::string, parsed_file> parsed;
   auto steady_now = std::chrono::steady_clock::now();
   // Out of descriptors or memory: nothing is known about the file.
   auto transient = [](int e) {
     return e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS;
   };
-  fs::directory_iterator it{dir_, ec};
-  for (; !ec && it != fs::directory_iterator{}; it.increment(ec)) {
-    const auto& p = it->path();
-    if (p.extension() != ".json")
-      continue;
-    std::error_code fec;
-    struct stat st {};
-    if (::stat(p.c_str(), &st) != 0)
-      continue; // vanished meanwhile
-    if (now - ns(st.st_mtim) > ttl_ns) {
-      fs::remove(p, fec); // stale: anyone may remove it
-      continue;
-    }
-    auto name = p.stem().string();
-    if (auto k = parsed_.find(name);
-        k != parsed_.end() && k->second.inode == st.st_ino &&
-        k->second.size == st.st_size && k->second.ctime_ns == ns(st.st_ctim)) {
-      out.push_back(k->second.record);
-      parsed.insert(parsed_.extract(k));
-      continue;
-    }
-    std::string text;
-    errno = 0;
-    if (!read_record_file(p.string(), text)) {
-      if (transient(errno)) {
-        read_errors.inc();
-        if (auto k = last_.find(name); k != last_.end())
-          out.push_back(k->second);
+  // Read with readdir and looked at relative to the directory's descriptor
+  // (fstatat, openat): at 10,000 record files a listing is 10,000 of each,
+  // and a path walked from the root for every one, with a path object
+  // built for it, was most of a fleet router's discovery thread.
+  ++listing_;
+  DIR* dir = ::opendir(dir_.c_str());
+  bool failed = dir == nullptr;
+  if (dir) {
+    int dfd = ::dirfd(dir);
+    constexpr std::string_view ext = ".json";
+    for (;;) {
+      errno = 0; // readdir's end and its failure differ only by errno
+      auto* e = ::readdir(dir);
+      if (!e) {
+        failed = errno != 0;
+        break;
+      }
+      std::string_view file{e->d_name};
+      if (file.size() <= ext.size() ||
+          file.substr(file.size() - ext.size()) != ext)
+        continue;
+      struct stat st {};
+      if (::fstatat(dfd, e->d_name, &st, 0) != 0)
+        continue; // vanished meanwhile
+      if (now - ns(st.st_mtim) > ttl_ns) {
+        ::unlinkat(dfd, e->d_name, 0); // stale: anyone may remove it
         continue;
       }
-      ++bad;
-      continue;
+      std::string name{file.substr(0, file.size() - ext.size())};
+      auto k = parsed_.find(name);
+      if (k != parsed_.end() && k->second.inode == st.st_ino &&
+          k->second.size == st.st_size &&
+          k->second.ctime_ns == ns(st.st_ctim)) {
+        k->second.listing = listing_;
+        continue;
+      }
+      std::string text;
+      errno = 0;
+      if (!read_record_file(dfd, e->d_name, text)) {
+        if (transient(errno)) {
+          read_errors.inc(); // what was read before stands, read again next
+          if (k != parsed_.end())
+            k->second.listing = listing_;
+        } else {
+          ++bad;
+        }
+        continue;
+      }
+      auto seen = parsed_file{static_cast<uint64_t>(st.st_ino),
+                              static_cast<int64_t>(st.st_size),
+                              ns(st.st_ctim),
+                              listing_,
+                              {},
+                              {}};
+      if (k != parsed_.end() && k->second.text == text) {
+        // A lease's touch (a new ctime, the same bytes): not parsed again.
+        seen.text = std::move(k->second.text);
+        seen.record = std::move(k->second.record);
+        k->second = std::move(seen);
+        continue;
+      }
+      std::string why;
+      auto r = record_from_json(text, &why);
+      if (!r || r->worker_id != name) {
+        ++bad;
+        continue;
+      }
+      seen.text = std::move(text);
+      seen.record = std::move(*r);
+      parsed_.insert_or_assign(std::move(name), std::move(seen));
     }
-    std::string why;
-    auto r = record_from_json(text, &why);
-    if (!r || r->worker_id != name) {
-      ++bad;
-      continue;
-    }
-    parsed[name] =
-      parsed_file{static_cast<uint64_t>(st.st_ino),
-                  static_cast<int64_t>(st.st_size), ns(st.st_ctim), *r};
-    out.push_back(std::move(*r));
+    ::closedir(dir);
   }
-  // Files gone (or unreadable now) are forgotten: the cache holds at most
-  // what the directory does.
-  if (!ec)
-    parsed_.swap(parsed);
-  else
-    parsed_.merge(parsed);
   if (invalid)
     *invalid = bad;
-  if (ec) {
+  if (failed) {
     // The listing itself failed: the last good one stands for a lease.
     read_errors.inc();
-    out.clear();
-    if (steady_now - last_ok_ < ttl_)
-      for (const auto& [_, r] : last_)
-        out.push_back(r);
-  } else {
-    last_.clear();
-    for (const auto& r : out)
-      last_[r.worker_id] = r;
-    last_ok_ = steady_now;
+    if (steady_now - last_ok_ >= ttl_)
+      return out;
+    for (const auto& [_, f] : parsed_)
+      out.push_back(f.record);
+    return out;
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return a.worker_id < b.worker_id;
-  });
+  // Files gone (or unreadable now) are forgotten: the cache holds what the
+  // directory does. In the order of worker ids (the map's).
+  last_ok_ = steady_now;
+  out.reserve(parsed_.size());
+  for (auto k = parsed_.begin(); k != parsed_.end();)
+    if (k->second.listing != listing_) {
+      k = parsed_.erase(k);
+    } else {
+      out.push_back(k->second.record);
+      ++k;
+    }
   return out;
 }
 

@@ -73,25 +73,28 @@ class file_discovery final : public discovery {
   std::chrono::milliseconds ttl_;
   int inotify_fd_ = -1;
   int wake_fd_ = -1; // an eventfd that `wake` writes
-  // A listing that fails to read (no descriptor left, the directory
-  // unreadable) is not an empty directory: what the last good listing had
-  // stands, for at most a lease, instead of every worker being dropped.
-  std::mutex last_mtx_;
-  std::map<std::string, worker_record> last_;       // guarded by last_mtx_
-  std::chrono::steady_clock::time_point last_ok_{}; // guarded by last_mtx_
-  // Each record file as last parsed, by name, with what identifies its
-  // contents: a record is rewritten by rename (a new inode) and a lease is
-  // a touch (a new ctime), so a file whose inode, size and ctime are the
-  // same is not read again. A fleet of 10,000 workers is 10,000 files
-  // listed on every change; reading and parsing each every time made the
-  // router's join of N workers O(N^2).
+  // Each record file as last parsed, by name (the worker id), with what
+  // identifies its contents: a record is rewritten by rename (a new inode)
+  // and a lease is a touch (a new ctime, the same bytes), so a file whose
+  // inode, size and ctime are the same is not read again, and one whose
+  // bytes are is not parsed again. A fleet of 10,000 workers is 10,000
+  // files listed on every change; reading and parsing each every time made
+  // the router's join of N workers O(N^2). A listing that fails to read
+  // (no descriptor left, the directory unreadable) is not an empty
+  // directory: what the last good listing had stands, for at most a lease,
+  // instead of every worker being dropped.
   struct parsed_file {
     uint64_t inode = 0;
     int64_t size = 0;
     int64_t ctime_ns = 0;
+    uint64_t listing = 0; // the last listing that saw it
+    std::string text;
     worker_record record;
   };
-  std::map<std::string, parsed_file> parsed_; // guarded by last_mtx_
+  std::mutex last_mtx_;
+  std::map<std::string, parsed_file> parsed_;       // guarded by last_mtx_
+  uint64_t listing_ = 0;                            // guarded by last_mtx_
+  std::chrono::steady_clock::time_point last_ok_{}; // guarded by last_mtx_
 };
 
 /// In-process discovery (role `all`, tests).

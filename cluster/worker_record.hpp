@@ -35,6 +35,8 @@ struct worker_record {
   std::string version;
   /// The LoRA adapters the engine serves (OpenEngine `ListLoras`), by name.
   std::vector<std::string> lora_adapters;
+
+  bool operator==(const worker_record&) const = default;
 };
 
 /// Records advertising more ranks are refused (each rank costs the router

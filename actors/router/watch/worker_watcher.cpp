@@ -1,6 +1,7 @@
 #include "actors/router/watch/worker_watcher.hpp"
 
 #include <algorithm>
+#include <ctime>
 #include <set>
 
 #include <grpcpp/alarm.h>
@@ -33,6 +34,12 @@ std::string same_host_form(const std::string& endpoint) {
     if (host == local)
       host = "local";
   return host + endpoint.substr(colon);
+}
+
+std::chrono::nanoseconds thread_cpu() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return std::chrono::seconds{t.tv_sec} + std::chrono::nanoseconds{t.tv_nsec};
 }
 
 // Subscriptions that ended, by their gRPC status code (a number: 0 OK,
@@ -292,6 +299,7 @@ void worker_watcher::run() {
       for (const auto& [id, r] : known_)
         unfollow(id);
       known_.clear();
+      last_listing_.clear();
     }
     if (plane_ && plane_->connections() != plane_connections_) {
       // Reconnected to NATS: what was published meanwhile is lost.
@@ -301,15 +309,26 @@ void worker_watcher::run() {
         f->resync("reconnect");
     }
     size_t invalid = 0;
+    auto cpu_began = thread_cpu();
     auto records = disc_->list(&invalid);
     invalid_records.inc(invalid);
+    if (!records.empty() && records == last_listing_) {
+      // Nothing changed (the common case at fleet size: records change as
+      // workers come and go); only which relays answered may have.
+      self_records.inc(last_self_);
+      poll_answered();
+      pause_after(thread_cpu() - cpu_began);
+      continue;
+    }
     if (catalog_)
       catalog_->update(records);
+    last_self_ = 0;
     std::map<std::string, cluster::worker_record> now;
     for (auto& r : records) {
       auto relay = same_host_form(r.relay_endpoint);
       if (std::find(own_.begin(), own_.end(), relay) != own_.end()) {
         self_records.inc();
+        ++last_self_;
         if (!warned_self_.count(r.worker_id)) {
           warned_self_.insert(r.worker_id);
           spdlog::error("router: worker {}'s record names this router's own "
@@ -320,6 +339,7 @@ void worker_watcher::run() {
       }
       now[r.worker_id] = r;
     }
+    last_listing_ = std::move(records);
     for (const auto& [id, r] : known_) {
       auto i = now.find(id);
       if (i != now.end() && i->second.instance_id == r.instance_id &&
@@ -366,17 +386,40 @@ void worker_watcher::run() {
       ++opened;
     }
     known_ = std::move(now);
-    // Load is asked of workers whose relay answered as a relay: 2,000
-    // records of relays no one answers were 2,000 GetLoad calls a second
-    // on channels of their own (half a core busy, and a real request
-    // delayed by seconds on a busy machine: issue 33 row 11).
-    std::map<std::string, std::string> relays;
-    for (const auto& [id, r] : known_)
-      if (answered(id))
-        relays[id] = r.relay_endpoint;
-    poller_->set_workers(std::move(relays));
-    disc_->wait_for_change(std::chrono::milliseconds{500});
+    answered_count_ = ~size_t{0}; // the set changed: tell the poller
+    poll_answered();
+    pause_after(thread_cpu() - cpu_began);
   }
+}
+
+void worker_watcher::poll_answered() {
+  // Load is asked of workers whose relay answered as a relay: 2,000
+  // records of relays no one answers were 2,000 GetLoad calls a second
+  // on channels of their own (half a core busy, and a real request
+  // delayed by seconds on a busy machine: issue 33 row 11).
+  size_t count = 0;
+  for (const auto& [id, r] : known_)
+    count += answered(id);
+  if (count == answered_count_)
+    return; // answers only come, never go: the same count, the same set
+  answered_count_ = count;
+  std::map<std::string, std::string> relays;
+  for (const auto& [id, r] : known_)
+    if (answered(id))
+      relays[id] = r.relay_endpoint;
+  poller_->set_workers(std::move(relays));
+}
+
+void worker_watcher::pause_after(std::chrono::nanoseconds listing_cpu) {
+  // Discovery is listed again on a change (inotify, NATS) or after a
+  // pause: 500 ms, or 20 times what the last listing cost this thread,
+  // up to 5 s. A fleet's 10,000 record files listed every 500 ms were a
+  // fifth of a core beside a router whose actor needed it (the pause only
+  // bounds how late a lapsed lease is noticed).
+  auto pause = std::clamp(
+    std::chrono::duration_cast<std::chrono::milliseconds>(20 * listing_cpu),
+    std::chrono::milliseconds{500}, std::chrono::milliseconds{5000});
+  disc_->wait_for_change(pause);
 }
 
 } // namespace outrider::router

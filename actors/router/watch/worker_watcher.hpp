@@ -60,6 +60,12 @@ class worker_watcher {
   void unfollow(const std::string& worker_id);
   // Its relay answered as a relay (on either event plane).
   bool answered(const std::string& worker_id);
+  // Tells the load poller the workers whose relays answered, when that
+  // changed.
+  void poll_answered();
+  // Waits for discovery to change, or for a pause that grows with what a
+  // listing costs.
+  void pause_after(std::chrono::nanoseconds listing_cpu);
 
   std::shared_ptr<cluster::discovery> disc_;
   runtime::slot_ptr<kv_router_actor> router_;
@@ -70,6 +76,11 @@ class worker_watcher {
   uint64_t generation_ = 0;           // of the router actor we told
   std::atomic<bool> stopping_{false};
   std::map<std::string, cluster::worker_record> known_;
+  // The last listing, as discovery gave it, and how many of its records
+  // named this router (counted again while it stands).
+  std::vector<cluster::worker_record> last_listing_;
+  size_t last_self_ = 0;
+  size_t answered_count_ = ~size_t{0}; // of known_, as the poller was told
   std::map<std::string, std::shared_ptr<subscription>> subs_;
   std::shared_ptr<cluster::nats_kv_plane> plane_;
   std::shared_ptr<trace::tracer> tracer_;  // to the followers; may be null
