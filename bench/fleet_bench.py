@@ -138,6 +138,10 @@ async def load(port, seconds, concurrency, system_blocks, seed):
 
 def run_size(args, n):
     tmp = tempfile.mkdtemp(prefix="outrider-fleet-")
+    # The router's log, shown if the run fails (kept outside the discovery
+    # directory).
+    log = tempfile.NamedTemporaryFile(prefix="outrider-fleet-router-",
+                                      suffix=".log", delete=False)
     fleet_port, http, status = free_port(), free_port(), free_port()
     fleet = subprocess.Popen(
         [args.sim, "--fleet", str(n), "--grpc-port", str(fleet_port),
@@ -157,7 +161,7 @@ def run_size(args, n):
             [args.outrider, "--role", "router", "--discovery-dir", tmp,
              "--http-port", str(http), "--system-port", str(status),
              "--grpc-port", "0", "--log-level", "warn"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=log)
         known = None
         while time.monotonic() < t0 + args.join_timeout:
             try:
@@ -197,6 +201,15 @@ def run_size(args, n):
             "ok": ok,
             "failed": failed,
         }
+    except Exception:
+        log.flush()
+        with open(log.name, errors="replace") as f:
+            tail = f.readlines()[-20:]
+        codes = f"router exit {router.poll() if router else None}, " \
+                f"fleet exit {fleet.poll()}"
+        sys.stderr.write(f"fleet_bench: {n} workers failed ({codes}); "
+                         "the router's last lines:\n" + "".join(tail))
+        raise
     finally:
         for p in (router, fleet):
             if p:
@@ -206,6 +219,8 @@ def run_size(args, n):
                 except subprocess.TimeoutExpired:
                     p.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+        log.close()
+        os.unlink(log.name)
 
 
 def main():

@@ -248,3 +248,66 @@ TEST_CASE("pruned placement: the same cost as scoring every rank, on the "
   // On 16 workers the pruned search scores fewer than all most of the time.
   CHECK(f.pruned_fewer > f.compared / 2);
 }
+
+TEST_CASE("pruned placement: on a fleet of full caches, the same cost as "
+          "scoring every rank, from a few ranks",
+          "[placement][pruning]") {
+  // Every rank's cache full but for a few: a prompt evicts wherever it
+  // goes, except there. The eviction part of the cost is bounded by the
+  // room of the ranks not scored yet (by_room_), so the search still ends
+  // after a few ties instead of scoring every rank.
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    router_config cfg;
+    cfg.selector = {1.0, 0.1, 0.25, 1.5, 0.0, 4};
+    fleet f{cfg, seed};
+    auto& rng = f.rng;
+    const size_t n = 300;
+    std::vector<uint32_t> system;
+    for (uint32_t i = 0; i < 8 * 4; ++i)
+      system.push_back(5000 + i);
+    for (size_t i = 0; i < n; ++i) {
+      auto w = worker("w" + std::to_string(i));
+      w.total_kv_blocks = 24;
+      f.p.add_worker(w);
+      f.workers.push_back(w);
+      // The system prompt on two thirds of them; all full (24 blocks held)
+      // but every 100th, which keeps room for 6.
+      if (i % 3)
+        f.store(w, 0, system, 8);
+      std::vector<uint32_t> own;
+      for (uint32_t t = 0; t < 16 * 4; ++t)
+        own.push_back(static_cast<uint32_t>(100000 + i * 1000 + t));
+      f.store(w, 0, own, (i % 3 ? 16 : 24) - (i % 100 == 0 ? 6 : 0));
+    }
+    size_t few = 0;
+    for (int step = 0; step < 200; ++step) {
+      auto& w = f.workers[rng() % n];
+      switch (rng() % 6) {
+      case 0: // an engine reports its cache, its total a little smaller
+        f.p.engine_reported({w.worker_id, {{0, 20, 20 + rng() % 5}}});
+        break;
+      case 1:
+        f.evict_some();
+        break;
+      default: { // a request: the system prompt and a tail
+        route_request r;
+        r.tokens = system;
+        auto tail = 4 + rng() % 8;
+        for (uint32_t t = 0; t < tail * 4; ++t)
+          r.tokens.push_back(static_cast<uint32_t>(rng() % 50));
+        auto d = f.decide(r);
+        REQUIRE(d.ok);
+        few += d.scored <= 64;
+        if (rng() % 2)
+          f.p.release(d.key);
+      }
+      }
+      f.clock.t += std::chrono::milliseconds{rng() % 100};
+    }
+    INFO("seed " << seed);
+    CHECK(f.compared > 100);
+    // Scored from a few ranks (ties, the roomiest, the deepest holders),
+    // not from all 300.
+    CHECK(few > f.compared * 9 / 10);
+  }
+}

@@ -7,17 +7,22 @@
 // Why the pruned search is exact. A rank's cost (worker_selector.hpp) is
 //   (w_o + w_d) x U + w_o x e x evicted + L,  U = uncached prompt blocks,
 // where L = w_o x q x queued + w_d x decode is its load part, kept ordered
-// in by_load_, and evicted >= 0. A rank whose run of leading blocks,
-// each cached or predicted, is d and that holds nothing
-// offloaded after it has U = P - d, so its cost is at least
-// (w_o + w_d)(P - d) + L. The index answers in groups of equal d
-// (match_groups, predicted blocks ANDed in from key_bits); each group is
-// searched from its least loaded member (or member by member, if small)
-// and left once that bound passes the best cost found, deepest group
-// first, and a group whose bound starts above the best is not searched at
-// all. The ranks the bound does not cover (an offloaded run, the session's
-// rank) are scored one by one first. Ties are kept up to 16: which of them
-// wins is random in both searches.
+// in by_load_, and evicted = max(0, U - free), its free blocks at most its
+// room, kept ordered in by_room_ (room_bound). A rank whose run of leading
+// blocks, each cached or predicted, is d and that holds nothing offloaded
+// after it has U = P - d, so its cost is at least
+//   (w_o + w_d)(P - d) + w_o x e x max(0, P - d - room) + L.
+// The index answers in groups of equal d (match_groups, predicted blocks
+// ANDed in from key_bits); each group is searched member by member if
+// small, else down both orders in turn (the least loaded, the roomiest):
+// a member passed in neither has at least the next one's load and at most
+// the next one's room, and the walk ends once that bound passes the best
+// cost found; deepest group first, and a group whose bound starts above
+// the best is not searched at all. Where caches are full the room term is
+// what separates ranks; with the load order alone every rank of a fleet
+// of full caches was scored. The ranks the bound does not cover (an
+// offloaded run, the session's rank) are scored one by one first. Ties are
+// kept up to 16: which of them wins is random in both searches.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -199,6 +204,14 @@ placement::scored placement::score_pruned(const route_request& req,
     add(c, unknown_run, 0);
   };
   double weight = sel.overlap_score_weight + sel.decode_weight;
+  // The least a rank costs beyond its load part with `uncached` blocks to
+  // compute and at most `room` free blocks.
+  auto floor_of = [&](uint32_t uncached, uint64_t room) {
+    double evicted =
+      room == UINT64_MAX || uncached <= room ? 0.0 : double(uncached - room);
+    return weight * uncached +
+           sel.overlap_score_weight * sel.evict_weight * evicted;
+  };
   // Past the bound nothing ties; at it, nothing does better, and once a
   // few ties are found the search ends there.
   auto done = [&](double floor, double load) {
@@ -206,37 +219,47 @@ placement::scored placement::score_pruned(const route_request& req,
     return bound > best + 1e-6 * std::max(1.0, std::abs(best)) ||
            (ties >= tie_cap && bound >= best);
   };
-  auto walk = [&](double floor, auto&& in_group, uint32_t blocks) {
-    for (const auto& [load, tie, slot] : by_load_) {
-      if (done(floor, load))
+  // Down both orders in turn, the least loaded and the roomiest: a rank
+  // passed in neither is at least as loaded as the next in the one and
+  // has no more room than the next in the other (a threshold walk), so
+  // the search ends where caches are full as where they are not.
+  auto walk = [&](uint32_t uncached, auto&& in_group, uint32_t blocks) {
+    auto l = by_load_.begin();
+    auto r = by_room_.begin();
+    while (l != by_load_.end() && r != by_room_.end()) {
+      if (done(floor_of(uncached, r->first), std::get<0>(*l)))
         break;
-      if (in_group(slot))
+      if (auto slot = std::get<2>(*l++); in_group(slot))
+        member(slot, blocks);
+      if (auto slot = (r++)->second; in_group(slot))
         member(slot, blocks);
     }
   };
+  const uint64_t roomiest =
+    by_room_.empty() ? UINT64_MAX : by_room_.begin()->first;
   for (const auto& g : groups.groups) {
     if (by_load_.empty())
       break;
-    double floor =
-      weight * (prompt_blocks > g.blocks ? prompt_blocks - g.blocks : 0.0);
-    if (done(floor, std::get<0>(*by_load_.begin())))
+    auto uncached = prompt_blocks > g.blocks ? prompt_blocks - g.blocks : 0u;
+    if (done(floor_of(uncached, roomiest), std::get<0>(*by_load_.begin())))
       break; // shallower groups start higher still
     // A group of at most a sixteenth of the ranks is searched member by
     // member (walking the load order for it would pass over the others);
     // a larger one from the least loaded, where its members are dense.
     if (g.count <= 64 || g.count * 16 <= by_load_.size())
       g.each([&](uint32_t slot) {
-        if (!done(floor, slots_[slot].load_key))
+        const auto& s = slots_[slot];
+        if (!done(floor_of(uncached, s.room_key), s.load_key))
           member(slot, g.blocks);
       });
     else
       walk(
-        floor, [&](uint32_t slot) { return g.has(slot); }, g.blocks);
+        uncached, [&](uint32_t slot) { return g.has(slot); }, g.blocks);
   }
   // Last the ranks holding none of it, neither cached nor predicted.
   const auto& gpu = index_.tier(kv::medium::gpu);
   walk(
-    weight * prompt_blocks,
+    prompt_blocks,
     [&](uint32_t slot) {
       return seq.empty() ||
              (!gpu.holds(seq[0], slot) && !predicted_bits_.test(seq[0], slot));
@@ -274,6 +297,28 @@ void placement::reorder(uint32_t slot) {
                sel.decode_weight * static_cast<double>(s.decode_blocks);
   s.tiebreak = static_cast<uint32_t>(tie_rng_());
   by_load_.emplace(s.load_key, s.tiebreak, slot);
+  reroom(slot);
+}
+
+uint64_t placement::room_bound(uint32_t slot) const {
+  const auto& s = slots_[slot];
+  auto taken = index_.held(slot) + s.prefill_tokens / std::max(1u, block_size_);
+  auto room = [&](uint64_t total) {
+    return total == 0 ? UINT64_MAX : total - std::min<uint64_t>(total, taken);
+  };
+  auto r = room(s.record_total);
+  if (s.engine_used >= 0 && s.engine_total)
+    r = std::max(r, room(s.engine_total));
+  return r;
+}
+
+void placement::reroom(uint32_t slot) {
+  auto& s = slots_[slot];
+  by_room_.erase({s.room_key, slot});
+  if (!s.alive)
+    return;
+  s.room_key = room_bound(slot);
+  by_room_.emplace(s.room_key, slot);
 }
 
 void placement::lapse_predictions(clock::time_point now) {

@@ -126,6 +126,7 @@ std::optional<uint32_t> placement::apply_events(const worker_events& ev) {
   }
   if (covering && (ev.reset || !touched.empty()))
     uncover(slot, touched, ev.reset);
+  reroom(slot); // what it holds changed
   return slot;
 }
 
@@ -140,6 +141,7 @@ void placement::engine_reported(const engine_load& l) {
     s.engine_used = static_cast<int64_t>(r.used_kv_blocks);
     s.engine_total = r.total_kv_blocks;
     s.engine_until = now_() + std::max(cfg_.engine_load_fresh, l.fresh_for);
+    reroom(i->second[static_cast<size_t>(r.rank)]);
   }
 }
 
