@@ -11,6 +11,26 @@
 
 using outrider::indexer::flat_table;
 
+namespace {
+
+// One step on the table and on the reference map alike: an erase, or an
+// insert whose value `update` changes the same way in both.
+template <class Table, class Ref, class Update>
+void step_both(Table& t, Ref& ref, uint64_t k, bool erase, Update update) {
+  if (erase) {
+    t.erase(k);
+    ref.erase(k);
+    return;
+  }
+  bool added = false;
+  auto& v = t.insert(k, added);
+  REQUIRE(added == !ref.count(k));
+  update(v);
+  update(ref[k]);
+}
+
+} // namespace
+
 TEST_CASE("flat_table: random inserts and erases agree with unordered_map",
           "[flat_table]") {
   for (uint64_t seed = 1; seed <= 4; ++seed) {
@@ -22,16 +42,8 @@ TEST_CASE("flat_table: random inserts and erases agree with unordered_map",
     auto key = [&] { return rng() % 2 ? rng() % 3000 : (rng() % 3000) << 44; };
     for (int step = 0; step < 200000; ++step) {
       auto k = key();
-      if (rng() % 3 == 0) {
-        t.erase(k);
-        ref.erase(k);
-      } else {
-        bool added = false;
-        auto& v = t.insert(k, added);
-        REQUIRE(added == !ref.count(k));
-        v += step;
-        ref[k] += static_cast<uint64_t>(step);
-      }
+      step_both(t, ref, k, rng() % 3 == 0,
+                [&](uint64_t& v) { v += static_cast<uint64_t>(step); });
       if (step % 5000 == 0) {
         REQUIRE(t.size() == ref.size());
         for (const auto& [rk, rv] : ref) {
@@ -61,16 +73,9 @@ TEST_CASE("flat_table: a growth moves a few entries per call, every key "
   size_t growing_steps = 0, longest = 0, run = 0;
   for (int step = 0; step < 120000; ++step) {
     uint64_t k = rng() % 200000;
-    if (rng() % 4 == 0) {
-      t.erase(k);
-      ref.erase(k);
-    } else {
-      bool added = false;
-      auto& v = t.insert(k, added);
-      REQUIRE(added == !ref.count(k));
+    step_both(t, ref, k, rng() % 4 == 0, [&](std::string& v) {
       v = std::to_string(step) + std::string(24, 'x'); // on the heap
-      ref[k] = v;
-    }
+    });
     if (t.growing()) {
       ++growing_steps;
       longest = std::max(longest, ++run);

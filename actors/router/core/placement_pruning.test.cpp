@@ -275,7 +275,7 @@ TEST_CASE("pruned placement: on a fleet of full caches, the same cost as "
       if (i % 3)
         f.store(w, 0, system, 8);
       std::vector<uint32_t> own;
-      for (uint32_t t = 0; t < 16 * 4; ++t)
+      for (uint32_t t = 0; t < 24 * 4; ++t)
         own.push_back(static_cast<uint32_t>(100000 + i * 1000 + t));
       f.store(w, 0, own, (i % 3 ? 16 : 24) - (i % 100 == 0 ? 6 : 0));
     }
