@@ -36,16 +36,19 @@ int64_t placement::unheld_blocks(const slot_info& s) const {
   return static_cast<int64_t>(total - std::min(total, held));
 }
 
+uint64_t placement::taken_blocks(uint32_t slot) const {
+  auto queued = slots_[slot].prefill_tokens / std::max(1u, block_size_);
+  return index_.held(slot) + queued;
+}
+
+uint64_t placement::room_in(uint64_t total, uint64_t taken) {
+  return total == 0 ? UINT64_MAX : total - std::min(total, taken);
+}
+
 // What the rank's cache can take before it evicts: its blocks less those
 // the index says it caches and those its queued prompts will store.
 uint64_t placement::free_blocks(uint32_t slot) const {
-  const auto& s = slots_[slot];
-  auto total = total_blocks(s);
-  if (total == 0)
-    return UINT64_MAX;
-  auto queued = s.prefill_tokens / std::max(1u, block_size_);
-  auto taken = index_.held(slot) + queued;
-  return total - std::min<uint64_t>(total, taken);
+  return room_in(total_blocks(slots_[slot]), taken_blocks(slot));
 }
 
 selector_config placement::selector() const {

@@ -164,6 +164,10 @@ class placement {
   /// KV blocks no running request holds on the rank (-1: unknown).
   int64_t unheld_blocks(const slot_info& s) const;
   uint64_t free_blocks(uint32_t slot) const;
+  /// Blocks the index holds on the slot and its queued prompts will store.
+  uint64_t taken_blocks(uint32_t slot) const;
+  /// What a cache of `total` blocks (0: unknown, unbounded) can take.
+  static uint64_t room_in(uint64_t total, uint64_t taken);
   /// Every candidate is past the queue threshold or its KV share.
   bool all_busy(const std::vector<candidate>& cands,
                 const route_request& req) const;

@@ -302,13 +302,10 @@ void placement::reorder(uint32_t slot) {
 
 uint64_t placement::room_bound(uint32_t slot) const {
   const auto& s = slots_[slot];
-  auto taken = index_.held(slot) + s.prefill_tokens / std::max(1u, block_size_);
-  auto room = [&](uint64_t total) {
-    return total == 0 ? UINT64_MAX : total - std::min<uint64_t>(total, taken);
-  };
-  auto r = room(s.record_total);
+  auto taken = taken_blocks(slot);
+  auto r = room_in(s.record_total, taken);
   if (s.engine_used >= 0 && s.engine_total)
-    r = std::max(r, room(s.engine_total));
+    r = std::max(r, room_in(s.engine_total, taken));
   return r;
 }
 

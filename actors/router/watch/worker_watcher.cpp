@@ -4,19 +4,13 @@
 #include <ctime>
 #include <set>
 
-#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/router/watch/jitter.hpp"
-#include "actors/router/watch/kv_stream.hpp"
-#include "cluster/kv/kv_proto.hpp"
 #include "cluster/tls.hpp"
 #include "runtime/metrics.hpp"
 
 namespace outrider::router {
-
-namespace oe = openengine::v1;
 
 namespace {
 
@@ -42,145 +36,7 @@ std::chrono::nanoseconds thread_cpu() {
   return std::chrono::seconds{t.tv_sec} + std::chrono::nanoseconds{t.tv_nsec};
 }
 
-// Subscriptions that ended, by their gRPC status code (a number: 0 OK,
-// 1 CANCELLED, 4 DEADLINE_EXCEEDED, 8 RESOURCE_EXHAUSTED, 14 UNAVAILABLE).
-runtime::counter& closures(grpc::StatusCode code) {
-  return runtime::global_metrics().get_counter(
-    "outrider_router_kv_streams_closed_total",
-    "KV event subscriptions to relays that ended (each is opened again "
-    "after a pause), by gRPC status code",
-    {{"code", std::to_string(static_cast<int>(code))}});
-}
-
 } // namespace
-
-// One worker's SubscribeKvEvents, snapshot then live, on gRPC's callback
-// API; a broken stream is opened again after a short pause (a gRPC alarm),
-// with a snapshot. No thread of its own.
-struct worker_watcher::subscription
-  : std::enable_shared_from_this<subscription> {
-  std::string worker_id;
-  // Told to the router actor with its first events, from the thread that
-  // sends them (so it comes first): a worker whose relay never answers as
-  // a relay is never placed on.
-  cluster::worker_record record;
-  bool announced = false; // the stream's callbacks come one at a time
-  // The relay answered as a relay once (any thread reads it).
-  std::atomic<bool> answered_once{false};
-  std::shared_ptr<grpc::Channel> channel;
-  runtime::slot_ptr<kv_router_actor> router;
-  in_flight pending;
-  std::mutex mtx;
-  bool stopping = false;                     // guarded by mtx
-  uint64_t attempts = 0;                     // guarded by mtx
-  std::shared_ptr<grpc::ClientContext> call; // guarded by mtx
-  rearmable_alarm pause;                     // guarded by mtx
-  // Between attempts: 200 ms, doubled after each call that never got an
-  // answer from a relay, up to 30 s (a relay that is gone or is not one
-  // costs the router little; a sidecar that restarts writes a new record,
-  // followed at once); back to 200 ms once one answers.
-  std::chrono::milliseconds backoff{200}; // guarded by mtx
-  std::set<int> seen; // the first batch of a rank is its snapshot
-
-  void open() {
-    uint64_t attempt = 0;
-    {
-      std::lock_guard<std::mutex> guard{mtx};
-      if (stopping)
-        return;
-      attempt = ++attempts;
-      pending.add();
-    }
-    seen.clear(); // no read of the last call is left
-    auto self = shared_from_this();
-    auto ctx = open_kv_stream(
-      channel, worker_id, std::chrono::system_clock::time_point::max(),
-      {[self](const kv_metadata& md) { return self->answered(md); },
-       [self](oe::SubscribeKvEventsResponse& r) { return self->on(r); },
-       [self](const grpc::Status& st) { self->closed(st); }});
-    std::lock_guard<std::mutex> guard{mtx};
-    if (attempt == attempts) // else it is over, and another may be open
-      call = std::move(ctx);
-    if (stopping)
-      call->TryCancel();
-  }
-
-  // The relay accepted the subscription (its initial metadata came: a
-  // sidecar's carries the snapshot's epoch; an OpenEngine engine serving
-  // as its own relay sends it with or before its first batch): the worker
-  // can be placed on from now. Unreachable addresses, or servers that are
-  // not relays (an HTTP 404, UNIMPLEMENTED), send none.
-  bool answered(const kv_metadata&) {
-    announce();
-    answered_once = true;
-    std::lock_guard<std::mutex> guard{mtx};
-    backoff = std::chrono::milliseconds{200};
-    return true;
-  }
-
-  void announce() {
-    if (announced)
-      return;
-    if (auto r = router->get()) {
-      caf::anon_send(r, worker_up_atom::value, record);
-      announced = true;
-    }
-  }
-
-  bool on(oe::SubscribeKvEventsResponse& resp) {
-    if (resp.has_error()) {
-      spdlog::warn("router: {} event plane: {}", worker_id,
-                   resp.error().message());
-      return false;
-    }
-    auto& bad = runtime::global_metrics().get_counter(
-      "outrider_router_events_rejected_total",
-      "Malformed KV events from sidecars");
-    auto ev = std::make_shared<worker_events>();
-    ev->worker_id = worker_id;
-    ev->rank = static_cast<int>(resp.batch().data_parallel_rank());
-    ev->reset = seen.insert(ev->rank).second;
-    ev->sent_unix_nanos = resp.batch().timestamp_unix_nanos();
-    ev->received = std::chrono::steady_clock::now();
-    for (const auto& e : resp.batch().events()) {
-      if (auto k = kv::from_proto(e))
-        ev->events.push_back(std::move(*k));
-      else
-        bad.inc();
-    }
-    announce();
-    if (auto r = router->get())
-      caf::anon_send(r, kv_events_atom::value,
-                     std::shared_ptr<const worker_events>{std::move(ev)});
-    return true;
-  }
-
-  void closed(const grpc::Status& st) {
-    closures(st.error_code()).inc();
-    {
-      std::lock_guard<std::mutex> guard{mtx};
-      if (!stopping) {
-        pending.add();
-        auto wait = jittered(backoff);
-        backoff = std::min(backoff * 2, std::chrono::milliseconds{30000});
-        pause.arm(std::chrono::system_clock::now() + wait,
-                  [self = shared_from_this()](bool fired) {
-                    if (fired)
-                      self->open();
-                    self->pending.release();
-                  });
-      }
-    }
-    pending.release();
-  }
-
-  // Cancels the call or the pause and waits until neither can run.
-  void stop() {
-    stop_stream(mtx, stopping, call, pause, pending);
-    std::lock_guard<std::mutex> guard{mtx};
-    pause.reset(); // its callback holds this subscription
-  }
-};
 
 worker_watcher::worker_watcher(std::shared_ptr<cluster::discovery> disc,
                                runtime::slot_ptr<kv_router_actor> router,
@@ -223,7 +79,7 @@ void worker_watcher::follow(const cluster::worker_record& r) {
     }
     return; // `old` stops outside the lock
   }
-  auto sub = std::make_shared<subscription>();
+  auto sub = std::make_shared<kv_subscription>();
   sub->worker_id = r.worker_id;
   sub->record = r;
   sub->channel = cluster::relay_channel(r.relay_endpoint, creds_, server_name_);

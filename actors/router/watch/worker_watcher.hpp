@@ -14,6 +14,7 @@
 
 #include "actors/router/brain/kv_router.hpp"
 #include "actors/router/watch/kv_follower.hpp"
+#include "actors/router/watch/kv_subscription.hpp"
 #include "actors/router/watch/load_poller.hpp"
 #include "actors/router/watch/model_catalog.hpp"
 #include "cluster/discovery.hpp"
@@ -54,7 +55,6 @@ class worker_watcher {
   worker_watcher& operator=(const worker_watcher&) = delete;
 
  private:
-  struct subscription;
   void run();
   void follow(const cluster::worker_record& r);
   void unfollow(const std::string& worker_id);
@@ -81,7 +81,7 @@ class worker_watcher {
   std::vector<cluster::worker_record> last_listing_;
   size_t last_self_ = 0;
   size_t answered_count_ = ~size_t{0}; // of known_, as the poller was told
-  std::map<std::string, std::shared_ptr<subscription>> subs_;
+  std::map<std::string, std::shared_ptr<kv_subscription>> subs_;
   std::shared_ptr<cluster::nats_kv_plane> plane_;
   std::shared_ptr<trace::tracer> tracer_;  // to the followers; may be null
   std::shared_ptr<model_catalog> catalog_; // told each listing; may be null
