@@ -182,6 +182,7 @@ router_settings_from(const runtime::options& o, std::string* why) {
   s.chat_template_file = o.get(opt::chat_template);
   s.migration_limit = static_cast<int>(o.get(opt::migration_limit));
   s.direct_dispatch = o.get(opt::dispatch) == "direct";
+  s.mux_dispatch = o.get(opt::dispatch) == "mux";
   s.request_timeout = o.get(opt::request_timeout);
   s.shutdown_timeout = o.get(opt::shutdown_timeout);
   s.tls = tls_files_from(o);

@@ -304,9 +304,11 @@ std::vector<option_spec> make_specs() {
       "--request-timeout 10m"),
     make_option(
       "dispatch", ot::string, "relay",
-      "router: through each worker's sidecar relay, or straight to its "
-      "engine (OpenEngine or vLLM native)",
-      "--dispatch direct", {"relay", "direct"}),
+      "router: through each worker's sidecar relay (a stream per request), "
+      "through the relays on one multiplexed stream per relay (mux: the "
+      "tokens of many requests share messages), or straight to each "
+      "worker's engine (OpenEngine or vLLM native)",
+      "--dispatch mux", {"relay", "mux", "direct"}),
   };
   for (auto& o : roles)
     specs.push_back(std::move(o));

@@ -30,7 +30,9 @@ std::vector<std::string> fixed_differences(const router_settings& a,
   differ(a.tokenizer_dir != b.tokenizer_dir, "tokenizer");
   differ(a.chat_template_file != b.chat_template_file, "chat-template");
   differ(a.migration_limit != b.migration_limit, "migration-limit");
-  differ(a.direct_dispatch != b.direct_dispatch, "dispatch");
+  differ(a.direct_dispatch != b.direct_dispatch ||
+           a.mux_dispatch != b.mux_dispatch,
+         "dispatch");
   differ(a.request_timeout != b.request_timeout, "request-timeout");
   differ(a.disagg.has_value() != b.disagg.has_value(),
          "router-conditional-disagg");

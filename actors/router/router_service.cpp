@@ -40,6 +40,7 @@ dispatcher_from(runtime::role_env& ctx, const router_settings& s,
   cfg.disagg = parts.disagg;
   cfg.queue_threshold = parts.config.queue_threshold;
   cfg.direct = s.direct_dispatch;
+  cfg.relay_mux = s.mux_dispatch;
   cfg.request_timeout = s.request_timeout;
   cfg.relay_credentials = std::move(relay_creds);
   cfg.relay_server_name = s.tls_server_name;

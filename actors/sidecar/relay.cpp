@@ -128,6 +128,7 @@ relay::relay(relay_config cfg) : impl_(std::make_unique<impl>()) {
                                                impl_->cfg.engine_endpoint);
   impl_->inference_service = make_generate_service(*impl_);
   impl_->control_service = std::make_unique<control>(*impl_);
+  impl_->mux_service = make_mux_service(*impl_);
 }
 
 relay::~relay() {
@@ -142,6 +143,7 @@ uint16_t build_server(relay::impl& r, const std::string& listen) {
   grpc::ServerBuilder builder;
   builder.RegisterService(r.inference_service.get());
   builder.RegisterService(r.control_service.get());
+  builder.RegisterService(r.mux_service.get());
   auto err =
     r.server.start(builder, listen, r.cfg.credentials, r.cfg.limits, "relay");
   if (!err.empty()) {
@@ -174,6 +176,7 @@ bool relay::restart(std::chrono::milliseconds grace) {
   // A service serves one server in its life: new ones, same state.
   impl_->inference_service = make_generate_service(*impl_);
   impl_->control_service = std::make_unique<control>(*impl_);
+  impl_->mux_service = make_mux_service(*impl_);
   const auto& listen = impl_->cfg.listen;
   auto host = listen.substr(0, listen.rfind(':'));
   auto bound = build_server(*impl_, host + ":" + std::to_string(port));

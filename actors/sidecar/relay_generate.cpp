@@ -25,20 +25,6 @@ using grpc::Status;
 using grpc::StatusCode;
 using clock_type = std::chrono::steady_clock;
 
-// A broken transport, not a verdict on the request: worth migrating.
-bool broke(const Status& st) {
-  switch (st.error_code()) {
-  case StatusCode::UNAVAILABLE:
-  case StatusCode::UNKNOWN:
-  case StatusCode::INTERNAL:
-  case StatusCode::ABORTED:
-  case StatusCode::CANCELLED:
-    return true;
-  default:
-    return false;
-  }
-}
-
 class refused final : public grpc::ServerWriteReactor<oe::GenerateResponse> {
  public:
   explicit refused(Status st) { Finish(std::move(st)); }
@@ -51,27 +37,10 @@ class relay_call final : public grpc::ServerWriteReactor<oe::GenerateResponse>,
   relay_call(relay::impl& r, grpc::CallbackServerContext* sctx,
              const oe::GenerateRequest& in, engine::dialect d,
              const engine::call_target& target)
-    : r_(r), sctx_(sctx),
-      span_(r.cfg.tracer->start_entry(
-        "relay.generate",
-        trace::parse_traceparent(target.traceparent, target.tracestate),
-        trace::span_kind::server)) {
-    r_.m.inflight.add(1);
-    id_ = in.request_id().empty()
-            ? "relay-" + std::to_string(r_.next_id.fetch_add(1))
-            : in.request_id();
-    // The engine's work hangs under this span (or under the router's
-    // context, passed on as it came, when this one is not recorded).
-    auto to_engine = target;
-    if (const auto& tc = span_.context(); tc.valid()) {
-      to_engine.traceparent = trace::traceparent_of(tc);
-      to_engine.tracestate = tc.state;
-    } else {
-      to_engine.traceparent.clear();
-      to_engine.tracestate.clear();
-    }
-    span_.set("outrider.request_id", id_)
-      .set("outrider.engine_protocol", engine::to_string(d));
+    : r_(r), sctx_(sctx) {
+    auto leg = r_.begin_leg(in, d, target);
+    id_ = std::move(leg.id);
+    span_ = std::move(leg.span);
     // The router's deadline travels on to the engine; its cancellation too,
     // by OnCancel (not by gRPC's propagation, which would end the engine
     // call before OnCancel tells why).
@@ -79,7 +48,7 @@ class relay_call final : public grpc::ServerWriteReactor<oe::GenerateResponse>,
     ectx_->set_deadline(sctx->deadline());
     auto req = in;
     req.set_request_id(id_);
-    engine::start_generate(r_.channel, d, req, to_engine, *ectx_, *this);
+    engine::start_generate(r_.channel, d, req, leg.to_engine, *ectx_, *this);
   }
 
   // Engine side (gRPC callback threads, one at a time).
@@ -164,40 +133,10 @@ class relay_call final : public grpc::ServerWriteReactor<oe::GenerateResponse>,
     if (finished_)
       return;
     finished_ = true;
-    auto st = verdict();
-    span_.set("outrider.output_tokens", int64_t{tokens_})
-      .set("rpc.grpc.status_code", static_cast<int64_t>(st.error_code()));
-    if (!st.ok())
-      span_.fail(st.error_message());
-    span_.end();
+    auto st = r_.verdict(client_gone_ || sctx_->IsCancelled(), engine_status_,
+                         id_, tokens_);
+    r_.end_leg(span_, st, tokens_);
     Finish(std::move(st));
-  }
-
-  Status verdict() {
-    if (client_gone_ || sctx_->IsCancelled()) {
-      // Dropping a stream does not stop a vLLM request: abort it.
-      r_.abort_on_engine(id_);
-      r_.m.cancelled.inc();
-      return {StatusCode::CANCELLED, "cancelled by the client"};
-    }
-    if (engine_status_.ok()) {
-      r_.m.ok.inc();
-      return engine_status_;
-    }
-    if (engine_status_.error_code() == StatusCode::DEADLINE_EXCEEDED) {
-      // The router's deadline passed: the engine may still be generating.
-      r_.abort_on_engine(id_);
-      r_.m.failed.inc();
-      return engine_status_;
-    }
-    if (broke(engine_status_)) {
-      r_.m.broken.inc();
-      return {StatusCode::UNAVAILABLE,
-              "engine stream broke after " + std::to_string(tokens_) +
-                " tokens: " + engine_status_.error_message()};
-    }
-    r_.m.failed.inc();
-    return engine_status_; // the engine's verdict on the request
   }
 
   void release() {
@@ -233,13 +172,8 @@ class generate_service final : public oe::Inference::CallbackService {
   grpc::ServerWriteReactor<oe::GenerateResponse>*
   Generate(grpc::CallbackServerContext* ctx,
            const oe::GenerateRequest* in) override {
-    if (r_.m.inflight.value() >= static_cast<double>(r_.cfg.max_streams)) {
-      r_.m.refused.inc();
-      return new refused({StatusCode::RESOURCE_EXHAUSTED,
-                          "the relay carries " +
-                            std::to_string(r_.cfg.max_streams) +
-                            " streams already (--relay-max-streams)"});
-    }
+    if (auto status = r_.over_limit())
+      return new refused(std::move(*status));
     if (auto status = r_.misaddressed(ctx->client_metadata()))
       return new refused(std::move(*status));
     // The rank and priority are read once, here, as numbers: garbage is

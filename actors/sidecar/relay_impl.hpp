@@ -31,6 +31,7 @@ struct relay_metrics {
   runtime::counter& tokens;
   runtime::histogram& token_latency;
   runtime::counter& misaddressed;
+  runtime::gauge& mux_streams;
 
   static relay_metrics make() {
     auto& m = runtime::global_metrics();
@@ -53,8 +54,19 @@ struct relay_metrics {
                        0.001, 0.0025, 0.005, 0.01, 0.05}),
       m.get_counter("outrider_relay_misaddressed_total",
                     "Router calls refused because they name another worker "
-                    "(a stale or crossed discovery record)")};
+                    "(a stale or crossed discovery record)"),
+      m.get_gauge("outrider_relay_mux_streams",
+                  "Multiplexed streams from routers open now (RelayMux; "
+                  "each carries many requests)")};
   }
+};
+
+/// The engine side of one relayed request as both relay services begin it
+/// (`Inference.Generate`, one stream a request; `RelayMux`, many a stream).
+struct relay_leg_start {
+  std::string id;                // the engine's request id
+  trace::span span;              // relay.generate
+  engine::call_target to_engine; // with this relay's trace context
 };
 
 struct relay::impl {
@@ -71,6 +83,7 @@ struct relay::impl {
   runtime::worker_pool aborts{2, 4096};
   std::unique_ptr<grpc::Service> inference_service;
   std::unique_ptr<grpc::Service> control_service;
+  std::unique_ptr<grpc::Service> mux_service;
   std::mutex server_mtx; // server and services: start, restart, stop
   cluster::grpc_listener server;
   std::atomic<uint16_t> port{0};
@@ -112,6 +125,19 @@ struct relay::impl {
                           "': the record that led here is stale or crossed"};
   }
 
+  /// Counts the request in flight and starts its span (relay_leg.cpp).
+  relay_leg_start begin_leg(const openengine::v1::GenerateRequest& in,
+                            engine::dialect d,
+                            const engine::call_target& target);
+  /// How a relayed request ends, from how its engine call ended and whether
+  /// the router left: counted, aborted on the engine where it may still run
+  /// (relay_leg.cpp). Does not count it out of flight (`end_leg`).
+  grpc::Status verdict(bool client_gone, const grpc::Status& engine_status,
+                       const std::string& id, uint32_t tokens);
+  void end_leg(trace::span& span, const grpc::Status& st, uint32_t tokens);
+  /// Too many streams relayed already: the status to refuse one with.
+  std::optional<grpc::Status> over_limit();
+
   void abort_on_engine(const std::string& id) {
     aborts.try_run([this, id] { abort_now(id); });
   }
@@ -125,6 +151,8 @@ struct relay::impl {
 
 /// The relay's `Inference.Generate` on gRPC's callback API.
 std::unique_ptr<grpc::Service> make_generate_service(relay::impl& r);
+/// The relay's `RelayMux.Relay`: many requests on one stream (relay_mux.cpp).
+std::unique_ptr<grpc::Service> make_mux_service(relay::impl& r);
 
 /// The relay's SubscribeKvEvents stream (relay_subscribe.cpp).
 grpc::ServerWriteReactor<openengine::v1::SubscribeKvEventsResponse>*

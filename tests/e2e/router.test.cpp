@@ -50,8 +50,13 @@ TEST_CASE("the router targets the data-parallel rank holding the prefix") {
   }
 }
 
-TEST_CASE("a stream whose engine dies migrates and stays contiguous") {
-  cluster c{2, {.extra = {"--speedup", "2"}}, {"--migration-limit", "1"}};
+TEST_CASE("a stream whose engine dies migrates and stays contiguous, over "
+          "the relay and its mux") {
+  auto dispatch = GENERATE(std::string{"relay"}, std::string{"mux"});
+  INFO(dispatch);
+  cluster c{2,
+            {.extra = {"--speedup", "2"}},
+            {"--migration-limit", "1", "--dispatch", dispatch}};
   auto prefix = tokens(3000, 32);
   mid_stream_kill kill{c, prefix}; // worker 0 serves it, then dies
   auto prompt = concat(prefix, tokens(100, 3));
@@ -367,8 +372,11 @@ TEST_CASE("isl_or_load: short cached prompts go local, and a busy decode "
   }
 }
 
-TEST_CASE("a client that disconnects cancels the request on the engine") {
-  cluster c{1, {.extra = {"--speedup", "1"}}};
+TEST_CASE("a client that disconnects cancels the request on the engine, "
+          "over the relay and its mux") {
+  auto dispatch = GENERATE(std::string{"relay"}, std::string{"mux"});
+  INFO(dispatch);
+  cluster c{1, {.extra = {"--speedup", "1"}}, {"--dispatch", dispatch}};
   auto prompt = tokens(300, 8);
   // curl is killed mid-stream, once its first event has arrived (a fixed
   // --max-time raced the first token on a busy machine under ASan).

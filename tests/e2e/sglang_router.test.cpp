@@ -27,8 +27,9 @@ sim_process::options sglang_engine(int ranks, const std::string& speedup) {
 } // namespace
 
 TEST_CASE("KV-aware routing targets the DP rank of an SGLang engine that "
-          "holds the prefix, over the relay and in direct dispatch") {
-  auto dispatch = GENERATE(std::string{"relay"}, std::string{"direct"});
+          "holds the prefix, over the relay, its mux and in direct dispatch") {
+  auto dispatch =
+    GENERATE(std::string{"relay"}, std::string{"mux"}, std::string{"direct"});
   INFO(dispatch);
   cluster c{1,
             sglang_engine(2, "100"),
@@ -52,8 +53,9 @@ TEST_CASE("KV-aware routing targets the DP rank of an SGLang engine that "
 }
 
 TEST_CASE("an SGLang stream whose engine dies migrates and stays contiguous, "
-          "over the relay and in direct dispatch") {
-  auto dispatch = GENERATE(std::string{"relay"}, std::string{"direct"});
+          "over the relay, its mux and in direct dispatch") {
+  auto dispatch =
+    GENERATE(std::string{"relay"}, std::string{"mux"}, std::string{"direct"});
   INFO(dispatch);
   cluster c{2,
             sglang_engine(1, "2"),
@@ -74,8 +76,9 @@ TEST_CASE("an SGLang stream whose engine dies migrates and stays contiguous, "
 }
 
 TEST_CASE("a client that leaves an SGLang stream cancels it on the engine, "
-          "over the relay and in direct dispatch") {
-  auto dispatch = GENERATE(std::string{"relay"}, std::string{"direct"});
+          "over the relay, its mux and in direct dispatch") {
+  auto dispatch =
+    GENERATE(std::string{"relay"}, std::string{"mux"}, std::string{"direct"});
   INFO(dispatch);
   cluster c{1,
             sglang_engine(1, "1"),

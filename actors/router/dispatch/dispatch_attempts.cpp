@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/router/brain/decision_log.hpp"
+#include "actors/router/dispatch/relay_mux_client.hpp"
 #include "actors/router/dispatch/request_identity.hpp"
 #include "cluster/engine/engine_adapter.hpp"
 #include "cluster/engine/engine_call.hpp"
@@ -232,11 +233,22 @@ class attempts::call final : public engine::generate_sink {
     span_.set("outrider.attempt", int64_t{attempt_})
       .set("outrider.worker_id", d_.worker_id)
       .set("outrider.dp_rank", int64_t{d_.rank})
-      .set("outrider.dispatch", direct ? "direct" : "relay")
+      .set("outrider.dispatch", direct                ? "direct"
+                                : disp_.cfg.relay_mux ? "mux"
+                                                      : "relay")
       .set("server.address", endpoint);
     if (const auto& tc = span_.context(); tc.valid()) {
       target.traceparent = trace::traceparent_of(tc);
       target.tracestate = tc.state;
+    }
+    if (!direct && disp_.cfg.relay_mux) {
+      // One stream per relay for all of this router's requests there.
+      mux_ = disp_.calls.mux_for(endpoint, d_.worker_id);
+      if (!mux_)
+        return on_done({grpc::StatusCode::CANCELLED, "router shutting down"});
+      if (!mux_->start(req_, target, owner_->deadline_, *this, mux_id_))
+        on_done({grpc::StatusCode::UNAVAILABLE, "relay mux stream ended"});
+      return; // `this` may be gone already
     }
     engine::start_generate(disp_.calls.channel_for(endpoint, !direct), dialect,
                            req_, target, ctx_, *this);
@@ -253,7 +265,10 @@ class attempts::call final : public engine::generate_sink {
       }
       if (!owner_->deliver(resp, out_, on_tokens_)) {
         cancelled_ = true;
-        ctx_.TryCancel();
+        if (mux_)
+          mux_->cancel(mux_id_);
+        else
+          ctx_.TryCancel();
       }
       return;
     }
@@ -333,6 +348,8 @@ class attempts::call final : public engine::generate_sink {
   const token_sink& on_tokens_;
   std::function<void(attempt_result)> done_;
   grpc::ClientContext ctx_;
+  std::shared_ptr<mux_client> mux_; // --dispatch mux: the stream it is on
+  uint64_t mux_id_ = 0;
   bool cancelled_ = false;
   bool prefilled_ = false;
   trace::span span_; // this engine call's

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/router/dispatch/relay_mux_client.hpp"
 #include "cluster/tls.hpp"
 
 namespace outrider::router {
@@ -25,6 +26,23 @@ engine_calls::channel_for(const std::string& endpoint, bool relay) {
            : grpc::CreateChannel(cluster::channel_target(endpoint),
                                  grpc::InsecureChannelCredentials());
   return ch;
+}
+
+std::shared_ptr<mux_client> engine_calls::mux_for(const std::string& endpoint,
+                                                  const std::string& worker) {
+  auto ch = channel_for(endpoint, true);
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (cut_.load())
+    return nullptr;
+  auto& m = muxes_[endpoint + '\n' + worker];
+  if (m && !m->ended())
+    return m;
+  m = mux_client::open(ch, worker);
+  auto opened = m;
+  // Streams to relays that went end; their entries go with the next open.
+  for (auto it = muxes_.begin(); it != muxes_.end();)
+    it = it->second->ended() ? muxes_.erase(it) : std::next(it);
+  return opened;
 }
 
 bool engine_calls::track(grpc::ClientContext* ctx) {
@@ -50,6 +68,8 @@ void engine_calls::cancel_all() {
   cut_ = true;
   for (auto* ctx : calls_)
     ctx->TryCancel();
+  for (auto& [key, m] : muxes_)
+    m->cancel_all();
 }
 
 } // namespace outrider::router

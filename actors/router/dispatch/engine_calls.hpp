@@ -18,6 +18,8 @@ class ClientContext;
 
 namespace outrider::router {
 
+class mux_client;
+
 /// The dispatcher's engine calls: one channel per endpoint, the calls in
 /// flight (so that a shutdown reaches every one), and the blocking chores
 /// around them (aborts on engines), run off gRPC's threads.
@@ -32,6 +34,11 @@ class engine_calls {
   /// engine (plaintext).
   std::shared_ptr<grpc::Channel> channel_for(const std::string& endpoint,
                                              bool relay);
+  /// The multiplexed stream to the relay at `endpoint` serving `worker`
+  /// (`--dispatch mux`): the open one, or a new one once it ended; null
+  /// once everything was cancelled.
+  std::shared_ptr<mux_client> mux_for(const std::string& endpoint,
+                                      const std::string& worker);
   /// Registers a call about to start; false (nothing registered) once
   /// everything was cancelled.
   bool track(grpc::ClientContext* ctx);
@@ -51,6 +58,7 @@ class engine_calls {
   std::mutex mtx_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_; // mtx_
   std::set<grpc::ClientContext*> calls_;                           // mtx_
+  std::map<std::string, std::shared_ptr<mux_client>> muxes_;       // mtx_
   runtime::worker_pool chores_{2, 4096};
 };
 

@@ -1,0 +1,144 @@
+#include "actors/router/dispatch/relay_mux_client.hpp"
+
+#include <vector>
+
+namespace outrider::router {
+
+namespace oe = openengine::v1;
+namespace mx = outrider::relaymux::v1;
+
+std::shared_ptr<mux_client>
+mux_client::open(const std::shared_ptr<grpc::Channel>& ch,
+                 const std::string& worker) {
+  std::shared_ptr<mux_client> c{new mux_client};
+  c->self_ = c;
+  if (!worker.empty())
+    c->ctx_.AddMetadata(engine::worker_key, worker);
+  c->stub_ = mx::RelayMux::NewStub(ch);
+  c->stub_->async()->Relay(&c->ctx_, c.get());
+  c->StartRead(&c->in_);
+  c->StartCall();
+  return c;
+}
+
+bool mux_client::start(const oe::GenerateRequest& req,
+                       const engine::call_target& target,
+                       std::chrono::system_clock::time_point deadline,
+                       engine::generate_sink& sink, uint64_t& id) {
+  std::unique_lock<std::mutex> guard{mtx_};
+  if (ended_.load())
+    return false;
+  id = next_id_++;
+  sinks_[id] = &sink;
+  auto* o = pending_.add_open();
+  o->set_id(id);
+  *o->mutable_request() = req;
+  if (target.dp_rank)
+    o->set_dp_rank(*target.dp_rank);
+  if (target.priority)
+    o->set_priority(*target.priority);
+  o->set_hops(target.hops);
+  o->set_traceparent(target.traceparent);
+  o->set_tracestate(target.tracestate);
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+    deadline - std::chrono::system_clock::now());
+  o->set_timeout_ms(static_cast<uint64_t>(std::max<int64_t>(1, left.count())));
+  write_next(guard);
+  return true;
+}
+
+void mux_client::cancel(uint64_t id) {
+  std::unique_lock<std::mutex> guard{mtx_};
+  if (!sinks_.count(id))
+    return;
+  pending_.add_cancel(id);
+  write_next(guard);
+}
+
+size_t mux_client::open_requests() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return sinks_.size();
+}
+
+void mux_client::write_next(std::unique_lock<std::mutex>& guard) {
+  if (writing_ || (pending_.open_size() == 0 && pending_.cancel_size() == 0))
+    return;
+  writing_ = true;
+  out_.Swap(&pending_);
+  pending_.Clear();
+  guard.unlock();
+  StartWrite(&out_);
+}
+
+void mux_client::OnWriteDone(bool ok) {
+  std::unique_lock<std::mutex> guard{mtx_};
+  writing_ = false;
+  if (ok) // else the stream broke: OnDone ends every request
+    write_next(guard);
+}
+
+void mux_client::OnReadDone(bool ok) {
+  if (!ok)
+    return; // the stream ended: OnDone follows
+  struct delivery {
+    engine::generate_sink* sink;
+    mx::Update* update;
+  };
+  std::vector<delivery> found;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    for (auto& u : *in_.mutable_updates()) {
+      auto it = sinks_.find(u.id());
+      if (it == sinks_.end())
+        continue; // not ours, or ended already
+      found.push_back({it->second, &u});
+      if (u.done())
+        sinks_.erase(it);
+    }
+  }
+  // Outside the lock: a sink may cancel (or start another request) from
+  // its callback.
+  for (auto& [sink, u] : found) {
+    for (auto& r : *u->mutable_responses()) {
+      auto n =
+        r.has_token() ? static_cast<uint32_t>(r.token().tokens_size()) : 0u;
+      sink->on_response(std::move(r), n);
+    }
+    if (u->done()) {
+      auto code = u->code();
+      sink->on_done({code >= 0 && code <= 16
+                       ? static_cast<grpc::StatusCode>(code)
+                       : grpc::StatusCode::UNKNOWN,
+                     u->message()});
+    }
+  }
+  in_.Clear();
+  StartRead(&in_);
+}
+
+void mux_client::OnDone(const grpc::Status& st) {
+  ended_ = true;
+  std::unordered_map<uint64_t, engine::generate_sink*> open;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    open.swap(sinks_);
+  }
+  // The stream ended under requests still open: a cut of our own
+  // (`cancel_all`) cancels them; anything else is a broken transport, a
+  // reason to move them to another worker, as a broken Generate stream is.
+  grpc::Status each =
+    cancelled_.load()
+      ? grpc::Status{grpc::StatusCode::CANCELLED, "cancelled by the router"}
+    : st.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+        st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+        st.error_code() == grpc::StatusCode::PERMISSION_DENIED
+      ? st
+      : grpc::Status{grpc::StatusCode::UNAVAILABLE,
+                     "relay mux stream broke: " +
+                       (st.ok() ? std::string{"ended"} : st.error_message())};
+  for (auto& [id, sink] : open)
+    sink->on_done(each);
+  auto keep = std::move(self_); // this may go with `keep`
+}
+
+} // namespace outrider::router

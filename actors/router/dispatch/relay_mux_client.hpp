@@ -1,0 +1,78 @@
+#pragma once
+
+// The router's end of `RelayMux.Relay` (proto/relay_mux.proto,
+// `--dispatch mux`): one bidirectional stream to one sidecar relay carries
+// every request this router relays through it, each told to an
+// `engine::generate_sink` exactly as `engine::start_generate` tells it (on
+// gRPC's callback threads, one call at a time and in order, `on_done` last).
+// The relay gathers the tokens of many requests into one message, so the
+// router reads one message per engine step, not one per request and token.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include <grpcpp/grpcpp.h>
+
+#include "cluster/engine/engine_call.hpp"
+#include "relay_mux.grpc.pb.h"
+
+namespace outrider::router {
+
+class mux_client final
+  : public grpc::ClientBidiReactor<outrider::relaymux::v1::MuxRequest,
+                                   outrider::relaymux::v1::MuxResponse> {
+ public:
+  /// Opens the stream to the relay behind `ch`, naming `worker` (the
+  /// relay refuses the stream if it serves another).
+  static std::shared_ptr<mux_client>
+  open(const std::shared_ptr<grpc::Channel>& ch, const std::string& worker);
+
+  /// Starts one request, its id written to `id` before anything can reach
+  /// `sink` (which may hear of it before this returns, on another thread:
+  /// touch nothing of the caller's after a true). `sink` must live until
+  /// its `on_done`. False: the stream had ended; `sink` hears nothing.
+  bool start(const openengine::v1::GenerateRequest& req,
+             const engine::call_target& target,
+             std::chrono::system_clock::time_point deadline,
+             engine::generate_sink& sink, uint64_t& id);
+  /// Asks the relay to cancel a request; it still ends by its `on_done`
+  /// (CANCELLED, or however it ended first).
+  void cancel(uint64_t id);
+  /// Ends the whole stream: every open request ends CANCELLED.
+  void cancel_all() {
+    cancelled_ = true;
+    ctx_.TryCancel();
+  }
+  /// The stream ended: requests started now end at once (UNAVAILABLE).
+  bool ended() const { return ended_.load(); }
+  /// Requests open on it now.
+  size_t open_requests();
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnDone(const grpc::Status& st) override;
+
+ private:
+  mux_client() = default;
+  void write_next(std::unique_lock<std::mutex>& guard);
+
+  grpc::ClientContext ctx_;
+  std::unique_ptr<outrider::relaymux::v1::RelayMux::Stub> stub_;
+  outrider::relaymux::v1::MuxResponse in_; // the read in flight
+  outrider::relaymux::v1::MuxRequest out_; // the write in flight
+  std::mutex mtx_;
+  outrider::relaymux::v1::MuxRequest pending_;                 // mtx_
+  std::unordered_map<uint64_t, engine::generate_sink*> sinks_; // mtx_
+  uint64_t next_id_ = 1;                                       // mtx_
+  bool writing_ = false;                                       // mtx_
+  std::atomic<bool> ended_{false};
+  std::atomic<bool> cancelled_{false}; // by cancel_all
+  std::shared_ptr<mux_client> self_;   // until OnDone
+};
+
+} // namespace outrider::router
