@@ -9,6 +9,9 @@
 #include <csignal>
 #include <thread>
 
+#include <grpcpp/grpcpp.h>
+
+#include "relay_mux.grpc.pb.h"
 #include "sim/engine_core.hpp"
 #include "tests/e2e/router_cluster.hpp"
 #include "tests/sse_load.hpp"
@@ -103,4 +106,147 @@ TEST_CASE("--dispatch mux: a sidecar that dies mid-stream takes its stream "
   CHECK(c.router_metric("outrider_router_migrations_total") == 1);
   // The survivor carried the rest on a stream of its own.
   CHECK(sidecar_metric(c, 1, "outrider_relay_mux_streams") == 1);
+}
+
+TEST_CASE("--dispatch mux: a relay that stops answering without breaking its "
+          "connection holds no request past its deadline") {
+  cluster c{1,
+            {.extra = {"--speedup", "1"}},
+            {"--dispatch", "mux", "--request-timeout", "3s"}};
+  std::atomic<bool> stopped{false};
+  std::thread stopper{[&] {
+    eventually(
+      [&] {
+        return c.router_metric("outrider_router_ttft_seconds_count") >= 1;
+      },
+      20s);
+    c.sides[0]->proc->signal(SIGSTOP); // its connections stay open
+    stopped = true;
+  }};
+  auto t0 = std::chrono::steady_clock::now();
+  auto [code, body] =
+    http(c.http_port, "POST", "/v1/completions",
+         json{{"prompt", tokens(500, 8)}, {"max_tokens", 900}, {"stream", true}}
+           .dump());
+  auto took = std::chrono::steady_clock::now() - t0;
+  stopper.join();
+  c.sides[0]->proc->signal(SIGCONT);
+  REQUIRE(stopped);
+  INFO(body.substr(body.size() > 600 ? body.size() - 600 : 0));
+  // 900 tokens at model speed take far longer than 3 s: the router ended
+  // it at its deadline (checked once a second), not the stopped relay.
+  CHECK(took < allowed(15s));
+  // An error event ends it (then [DONE]), before the 900 tokens.
+  CHECK(body.find("\"error\"") != std::string::npos);
+  auto [toks, done] = read_sse(body);
+  CHECK(toks.size() < 900);
+}
+
+namespace {
+
+namespace mx = outrider::relaymux::v1;
+
+// A raw RelayMux client: what a buggy or hostile router could send.
+struct raw_mux {
+  grpc::ClientContext ctx;
+  std::unique_ptr<mx::RelayMux::Stub> stub;
+  std::unique_ptr<grpc::ClientReaderWriter<mx::MuxRequest, mx::MuxResponse>> rw;
+  raw_mux(const std::string& endpoint, const std::string& worker) {
+    stub = mx::RelayMux::NewStub(
+      grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials()));
+    ctx.AddMetadata("x-outrider-worker", worker);
+    ctx.set_deadline(std::chrono::system_clock::now() + allowed(60s));
+    rw = stub->Relay(&ctx);
+  }
+  bool open(uint64_t id, const std::vector<uint32_t>& prompt,
+            uint32_t max_tokens) {
+    mx::MuxRequest r;
+    auto* o = r.add_open();
+    o->set_id(id);
+    o->mutable_request()->mutable_token_ids()->mutable_ids()->Add(
+      prompt.begin(), prompt.end());
+    o->mutable_request()->mutable_stopping()->set_max_tokens(max_tokens);
+    o->set_timeout_ms(60000);
+    return rw->Write(r);
+  }
+  bool cancel(uint64_t id) {
+    mx::MuxRequest r;
+    r.add_cancel(id);
+    return rw->Write(r);
+  }
+  // Reads until `id` is done: its tokens and its final status code.
+  std::pair<std::vector<uint32_t>, int> until_done(uint64_t id) {
+    std::vector<uint32_t> toks;
+    mx::MuxResponse m;
+    while (rw->Read(&m))
+      for (const auto& u : m.updates()) {
+        if (u.id() != id)
+          continue;
+        for (const auto& resp : u.responses())
+          for (const auto& t : resp.token().tokens())
+            toks.push_back(t.token_id());
+        if (u.done())
+          return {toks, u.code()};
+      }
+    return {toks, -1};
+  }
+};
+
+} // namespace
+
+TEST_CASE("a relay's mux refuses what a router must not send: another "
+          "worker's name, an id already open; ignores unknown cancels; a "
+          "router that leaves cancels every request on the engine") {
+  cluster c{1, {.extra = {"--speedup", "1"}}};
+  auto endpoint = c.sides[0]->relay_endpoint();
+  SECTION("a stream naming another worker ends before any request") {
+    raw_mux m{endpoint, "worker-9"};
+    CHECK(m.open(1, tokens(100, 8), 4));
+    mx::MuxResponse r;
+    CHECK_FALSE(m.rw->Read(&r));
+    auto st = m.rw->Finish();
+    CHECK(st.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+    CHECK(sidecar_metric(c, 0, "outrider_relay_misaddressed_total") == 1);
+  }
+  SECTION("an id already open is refused; the first one runs on; an "
+          "unknown cancel changes nothing") {
+    raw_mux m{endpoint, "worker-0"};
+    CHECK(m.open(7, tokens(100, 8), 6));
+    CHECK(m.open(7, tokens(900, 8), 6));
+    CHECK(m.cancel(12345));
+    // The refusal comes first (the second open never reached the engine),
+    // then the first request's tokens and its end.
+    auto [none, refused] = m.until_done(7);
+    CHECK(refused == static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+    CHECK(none.empty());
+    CHECK(m.open(8, tokens(100, 8), 6));
+    auto [toks, code] = m.until_done(8);
+    CHECK(code == 0);
+    CHECK(toks == sim::continuation(tokens(100, 8), 6));
+    m.rw->WritesDone();
+    CHECK(m.rw->Finish().ok());
+  }
+  SECTION("a router that closes its side or cancels a request: the engine "
+          "stops it") {
+    auto running = [&] {
+      std::string body;
+      if (http_get(c.sims[0]->debug, "/debug/load?rank=0", &body) != 200)
+        return -1;
+      return json::parse(body)["running"].get<int>();
+    };
+    raw_mux m{endpoint, "worker-0"};
+    CHECK(m.open(1, tokens(100, 8), 900));
+    CHECK(m.open(2, tokens(300, 8), 900));
+    REQUIRE(eventually([&] { return running() == 2; }, 20s));
+    CHECK(m.cancel(1));
+    auto [some, code] = m.until_done(1);
+    CHECK(code == static_cast<int>(grpc::StatusCode::CANCELLED));
+    CHECK(eventually([&] { return running() == 1; }, 20s));
+    m.rw->WritesDone(); // the router leaves: request 2 is cancelled too
+    CHECK(eventually([&] { return running() == 0; }, 20s));
+    auto [rest, code2] = m.until_done(2);
+    CHECK(code2 == static_cast<int>(grpc::StatusCode::CANCELLED));
+    CHECK(m.rw->Finish().ok());
+    CHECK(sidecar_metric(c, 0, "outrider_relay_mux_streams") == 0);
+  }
 }

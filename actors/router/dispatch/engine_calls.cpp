@@ -13,7 +13,31 @@ engine_calls::engine_calls(const dispatch_config& cfg)
     relay_server_name_(cfg.relay_server_name) {}
 
 engine_calls::~engine_calls() {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    stopping_ = true;
+  }
+  sweep_cv_.notify_all();
+  if (sweeper_.joinable())
+    sweeper_.join();
   chores_.stop();
+}
+
+void engine_calls::sweep() {
+  std::unique_lock<std::mutex> guard{mtx_};
+  while (!sweep_cv_.wait_for(guard, std::chrono::seconds{1},
+                             [this] { return stopping_; })) {
+    std::vector<std::shared_ptr<mux_client>> muxes;
+    for (const auto& [key, m] : muxes_)
+      muxes.push_back(m);
+    guard.unlock();
+    // Outside mtx_: a request's end may start its next attempt here.
+    auto now = std::chrono::system_clock::now();
+    for (const auto& m : muxes)
+      m->expire(now);
+    muxes.clear();
+    guard.lock();
+  }
 }
 
 std::shared_ptr<grpc::Channel>
@@ -39,6 +63,8 @@ std::shared_ptr<mux_client> engine_calls::mux_for(const std::string& endpoint,
     return m;
   m = mux_client::open(ch, worker);
   auto opened = m;
+  if (!sweeper_.joinable())
+    sweeper_ = std::thread{[this] { sweep(); }};
   // Streams to relays that went end; their entries go with the next open.
   for (auto it = muxes_.begin(); it != muxes_.end();)
     it = it->second->ended() ? muxes_.erase(it) : std::next(it);

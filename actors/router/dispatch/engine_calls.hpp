@@ -1,12 +1,14 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "actors/router/dispatch/dispatch_config.hpp"
 #include "runtime/worker_pool.hpp"
@@ -52,6 +54,11 @@ class engine_calls {
   bool cut() const { return cut_.load(); }
 
  private:
+  // Once a second while multiplexed streams exist: their requests past
+  // their deadline end (mux_client::expire). One thread for the router,
+  // started with the first stream.
+  void sweep();
+
   std::shared_ptr<grpc::ChannelCredentials> relay_creds_;
   std::string relay_server_name_;
   std::atomic<bool> cut_{false};
@@ -60,6 +67,9 @@ class engine_calls {
   std::set<grpc::ClientContext*> calls_;                           // mtx_
   std::map<std::string, std::shared_ptr<mux_client>> muxes_;       // mtx_
   runtime::worker_pool chores_{2, 4096};
+  std::condition_variable sweep_cv_; // mtx_
+  bool stopping_ = false;            // mtx_
+  std::thread sweeper_;              // started under mtx_
 };
 
 } // namespace outrider::router

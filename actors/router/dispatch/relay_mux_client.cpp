@@ -29,7 +29,7 @@ bool mux_client::start(const oe::GenerateRequest& req,
   if (ended_.load())
     return false;
   id = next_id_++;
-  sinks_[id] = &sink;
+  sinks_[id] = {&sink, deadline};
   auto* o = pending_.add_open();
   o->set_id(id);
   *o->mutable_request() = req;
@@ -60,6 +60,28 @@ size_t mux_client::open_requests() {
   return sinks_.size();
 }
 
+void mux_client::expire(std::chrono::system_clock::time_point now) {
+  std::lock_guard<std::mutex> deliver{deliver_mtx_};
+  std::vector<engine::generate_sink*> late;
+  {
+    std::unique_lock<std::mutex> guard{mtx_};
+    for (auto it = sinks_.begin(); it != sinks_.end();) {
+      if (it->second.deadline > now) {
+        ++it;
+        continue;
+      }
+      late.push_back(it->second.sink);
+      pending_.add_cancel(it->first);
+      it = sinks_.erase(it);
+    }
+    if (!late.empty())
+      write_next(guard);
+  }
+  for (auto* sink : late)
+    sink->on_done({grpc::StatusCode::DEADLINE_EXCEEDED,
+                   "deadline passed before the relay ended the request"});
+}
+
 void mux_client::write_next(std::unique_lock<std::mutex>& guard) {
   if (writing_ || (pending_.open_size() == 0 && pending_.cancel_size() == 0))
     return;
@@ -84,6 +106,7 @@ void mux_client::OnReadDone(bool ok) {
     engine::generate_sink* sink;
     mx::Update* update;
   };
+  std::lock_guard<std::mutex> deliver{deliver_mtx_};
   std::vector<delivery> found;
   {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -91,7 +114,7 @@ void mux_client::OnReadDone(bool ok) {
       auto it = sinks_.find(u.id());
       if (it == sinks_.end())
         continue; // not ours, or ended already
-      found.push_back({it->second, &u});
+      found.push_back({it->second.sink, &u});
       if (u.done())
         sinks_.erase(it);
     }
@@ -117,8 +140,9 @@ void mux_client::OnReadDone(bool ok) {
 }
 
 void mux_client::OnDone(const grpc::Status& st) {
+  std::unique_lock<std::mutex> deliver{deliver_mtx_};
   ended_ = true;
-  std::unordered_map<uint64_t, engine::generate_sink*> open;
+  std::unordered_map<uint64_t, open_request> open;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     open.swap(sinks_);
@@ -136,8 +160,9 @@ void mux_client::OnDone(const grpc::Status& st) {
       : grpc::Status{grpc::StatusCode::UNAVAILABLE,
                      "relay mux stream broke: " +
                        (st.ok() ? std::string{"ended"} : st.error_message())};
-  for (auto& [id, sink] : open)
-    sink->on_done(each);
+  for (auto& [id, r] : open)
+    r.sink->on_done(each);
+  deliver.unlock();
   auto keep = std::move(self_); // this may go with `keep`
 }
 

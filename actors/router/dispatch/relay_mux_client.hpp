@@ -52,6 +52,10 @@ class mux_client final
   bool ended() const { return ended_.load(); }
   /// Requests open on it now.
   size_t open_requests();
+  /// Ends the requests whose deadline passed by `now` (DEADLINE_EXCEEDED)
+  /// and asks the relay to cancel them: a relay that stops answering
+  /// without breaking its connection holds no request past its deadline.
+  void expire(std::chrono::system_clock::time_point now);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -65,11 +69,18 @@ class mux_client final
   std::unique_ptr<outrider::relaymux::v1::RelayMux::Stub> stub_;
   outrider::relaymux::v1::MuxResponse in_; // the read in flight
   outrider::relaymux::v1::MuxRequest out_; // the write in flight
+  struct open_request {
+    engine::generate_sink* sink;
+    std::chrono::system_clock::time_point deadline;
+  };
+  // Held while sinks are told anything (reads, expiry, the end), so each
+  // sink hears one call at a time; taken before mtx_, never inside it.
+  std::mutex deliver_mtx_;
   std::mutex mtx_;
-  outrider::relaymux::v1::MuxRequest pending_;                 // mtx_
-  std::unordered_map<uint64_t, engine::generate_sink*> sinks_; // mtx_
-  uint64_t next_id_ = 1;                                       // mtx_
-  bool writing_ = false;                                       // mtx_
+  outrider::relaymux::v1::MuxRequest pending_;       // mtx_
+  std::unordered_map<uint64_t, open_request> sinks_; // mtx_
+  uint64_t next_id_ = 1;                             // mtx_
+  bool writing_ = false;                             // mtx_
   std::atomic<bool> ended_{false};
   std::atomic<bool> cancelled_{false}; // by cancel_all
   std::shared_ptr<mux_client> self_;   // until OnDone
