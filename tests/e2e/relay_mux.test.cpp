@@ -32,7 +32,7 @@ double sidecar_metric(const cluster& c, size_t i, const std::string& series) {
 
 } // namespace
 
-TEST_CASE("--dispatch mux: 96 concurrent streams through two relays ride one "
+TEST_CASE("mux dispatch: 96 concurrent streams through two relays ride one "
           "stream per relay, every token as the engine made it") {
   sim_process::options so;
   so.extra = {"--speedup", "20", "--max-num-seqs", "256"};
@@ -73,8 +73,8 @@ TEST_CASE("--dispatch mux: 96 concurrent streams through two relays ride one "
     5s));
 }
 
-TEST_CASE("--dispatch mux: a sidecar that dies mid-stream takes its stream "
-          "down; the request on it migrates and stays contiguous") {
+TEST_CASE("mux dispatch: a sidecar that dies mid-stream takes its stream "
+          "down, and the request on it migrates and stays contiguous") {
   cluster c{2,
             {.extra = {"--speedup", "2"}},
             {"--dispatch", "mux", "--migration-limit", "1"}};
@@ -108,7 +108,7 @@ TEST_CASE("--dispatch mux: a sidecar that dies mid-stream takes its stream "
   CHECK(sidecar_metric(c, 1, "outrider_relay_mux_streams") == 1);
 }
 
-TEST_CASE("--dispatch mux: a relay that stops answering without breaking its "
+TEST_CASE("mux dispatch: a relay that stops answering without breaking its "
           "connection holds no request past its deadline") {
   cluster c{1,
             {.extra = {"--speedup", "1"}},
@@ -194,9 +194,9 @@ struct raw_mux {
 
 } // namespace
 
-TEST_CASE("a relay's mux refuses what a router must not send: another "
-          "worker's name, an id already open; ignores unknown cancels; a "
-          "router that leaves cancels every request on the engine") {
+TEST_CASE("a relay's mux refuses what a router must not send (another "
+          "worker's name, an id already open), ignores unknown cancels, and "
+          "a router that leaves cancels every request on the engine") {
   cluster c{1, {.extra = {"--speedup", "1"}}};
   auto endpoint = c.sides[0]->relay_endpoint();
   SECTION("a stream naming another worker ends before any request") {
