@@ -134,9 +134,12 @@ class mux_stream final
     write_next(guard);
   }
 
-  void end(uint64_t id, const Status& st) {
+  // A leg's end (`leg`) or a refused open's (not a leg: an id already
+  // open keeps its leg).
+  void end(uint64_t id, const Status& st, bool leg = true) {
     std::unique_lock<std::mutex> guard{mtx_};
-    legs_.erase(id);
+    if (leg)
+      legs_.erase(id);
     if (!gone_) {
       auto& u = update_for(id);
       u.set_done(true);
@@ -180,7 +183,7 @@ class mux_stream final
                       "engine stream broke: the engine is not reachable"};
     }
     if (refuse)
-      return end(id, *refuse);
+      return end(id, *refuse, false);
     auto leg = std::make_shared<mux_leg>(*this, id);
     {
       std::lock_guard<std::mutex> guard{mtx_};

@@ -26,6 +26,14 @@ std::vector<uint32_t> prompt_of(size_t i) {
   return tokens(static_cast<uint32_t>(1 + 64 * i), 16);
 }
 
+// Requests running on the first engine now (-1: no answer).
+int running(const cluster& c) {
+  std::string body;
+  if (http_get(c.sims[0]->debug, "/debug/load?rank=0", &body) != 200)
+    return -1;
+  return json::parse(body)["running"].get<int>();
+}
+
 double sidecar_metric(const cluster& c, size_t i, const std::string& series) {
   return c.sides[i]->metric(series).value_or(-1);
 }
@@ -208,17 +216,19 @@ TEST_CASE("a relay's mux refuses what a router must not send (another "
     CHECK(st.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
     CHECK(sidecar_metric(c, 0, "outrider_relay_misaddressed_total") == 1);
   }
-  SECTION("an id already open is refused; the first one runs on; an "
-          "unknown cancel changes nothing") {
+  SECTION("an id already open is refused and its request runs on, "
+          "cancellable by that id; an unknown cancel changes nothing") {
     raw_mux m{endpoint, "worker-0"};
-    CHECK(m.open(7, tokens(100, 8), 6));
+    CHECK(m.open(7, tokens(100, 8), 900));
     CHECK(m.open(7, tokens(900, 8), 6));
-    CHECK(m.cancel(12345));
-    // The refusal comes first (the second open never reached the engine),
-    // then the first request's tokens and its end.
-    auto [none, refused] = m.until_done(7);
+    auto [first, refused] = m.until_done(7);
     CHECK(refused == static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
-    CHECK(none.empty());
+    CHECK(m.cancel(12345));
+    REQUIRE(eventually([&] { return running(c) == 1; }, 20s));
+    CHECK(m.cancel(7)); // still the first request's id
+    auto [rest, cancelled] = m.until_done(7);
+    CHECK(cancelled == static_cast<int>(grpc::StatusCode::CANCELLED));
+    CHECK(eventually([&] { return running(c) == 0; }, 20s));
     CHECK(m.open(8, tokens(100, 8), 6));
     auto [toks, code] = m.until_done(8);
     CHECK(code == 0);
@@ -228,22 +238,16 @@ TEST_CASE("a relay's mux refuses what a router must not send (another "
   }
   SECTION("a router that closes its side or cancels a request: the engine "
           "stops it") {
-    auto running = [&] {
-      std::string body;
-      if (http_get(c.sims[0]->debug, "/debug/load?rank=0", &body) != 200)
-        return -1;
-      return json::parse(body)["running"].get<int>();
-    };
     raw_mux m{endpoint, "worker-0"};
     CHECK(m.open(1, tokens(100, 8), 900));
     CHECK(m.open(2, tokens(300, 8), 900));
-    REQUIRE(eventually([&] { return running() == 2; }, 20s));
+    REQUIRE(eventually([&] { return running(c) == 2; }, 20s));
     CHECK(m.cancel(1));
     auto [some, code] = m.until_done(1);
     CHECK(code == static_cast<int>(grpc::StatusCode::CANCELLED));
-    CHECK(eventually([&] { return running() == 1; }, 20s));
+    CHECK(eventually([&] { return running(c) == 1; }, 20s));
     m.rw->WritesDone(); // the router leaves: request 2 is cancelled too
-    CHECK(eventually([&] { return running() == 0; }, 20s));
+    CHECK(eventually([&] { return running(c) == 0; }, 20s));
     auto [rest, code2] = m.until_done(2);
     CHECK(code2 == static_cast<int>(grpc::StatusCode::CANCELLED));
     CHECK(m.rw->Finish().ok());
