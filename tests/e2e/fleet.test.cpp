@@ -14,7 +14,8 @@ struct fleet_cluster {
   uint16_t status = free_port();
   std::unique_ptr<child_process> fleet, router;
 
-  fleet_cluster(int workers, std::vector<std::string> fleet_flags) {
+  fleet_cluster(int workers, std::vector<std::string> fleet_flags,
+                std::vector<std::string> router_flags = {}) {
     std::vector<std::string> args{OUTRIDER_SIM_BIN,
                                   "--fleet",
                                   std::to_string(workers),
@@ -28,7 +29,7 @@ struct fleet_cluster {
     fleet = std::make_unique<child_process>(args);
     REQUIRE(eventually([&] { return accepting(fleet_port); }, 20s));
     router = std::make_unique<child_process>(
-      router_command(discovery.str(), http_port, status, 0));
+      router_command(discovery.str(), http_port, status, 0, router_flags));
     REQUIRE(eventually([&] { return http_get(status, "/ready") == 200; }, 60s));
   }
 
@@ -104,4 +105,19 @@ TEST_CASE("outrider-sim --fleet refuses what it cannot run") {
   child_process help{{OUTRIDER_SIM_BIN, "--fleet", "1", "--help"}};
   CHECK(help.wait(10s).value_or(-1) == 0);
   CHECK(help.output().find("--kv-batches-per-second") != std::string::npos);
+}
+
+TEST_CASE("mux dispatch in front of relays that do not serve RelayMux (the "
+          "fleet simulator's): each request goes as a Generate stream") {
+  fleet_cluster c{4, {"--shared-prefix-blocks", "8"}, {"--dispatch", "mux"}};
+  REQUIRE(eventually([&] { return c.metric("outrider_router_workers") == 4; },
+                     allowed(30s)));
+  for (uint32_t i = 0; i < 6; ++i) {
+    auto out = complete_on(
+      c.http_port, concat(system_prompt(32), tokens(9000 + 50 * i, 8)), 4);
+    CHECK(out["choices"].size() == 1);
+  }
+  CHECK(c.metric("outrider_router_migrations_total") == 0);
+  CHECK(c.router->output().find("does not serve RelayMux") !=
+        std::string::npos);
 }

@@ -241,7 +241,7 @@ class attempts::call final : public engine::generate_sink {
       target.traceparent = trace::traceparent_of(tc);
       target.tracestate = tc.state;
     }
-    if (!direct && disp_.cfg.relay_mux) {
+    if (!direct && disp_.cfg.relay_mux && !disp_.calls.mux_refused(endpoint)) {
       // One stream per relay for all of this router's requests there.
       mux_ = disp_.calls.mux_for(endpoint, d_.worker_id);
       if (!mux_)
@@ -283,6 +283,15 @@ class attempts::call final : public engine::generate_sink {
 
   void on_done(const grpc::Status& st) override {
     disp_.calls.untrack(&ctx_);
+    if (mux_ && st.error_code() == grpc::StatusCode::UNIMPLEMENTED &&
+        !prefilled_) {
+      // A relay without the mux: this attempt again as a Generate stream.
+      disp_.calls.mux_unsupported(d_.endpoint);
+      mux_.reset();
+      span_.fail("the relay does not serve RelayMux");
+      span_.end();
+      return start();
+    }
     // A cancel of our own: the client went, or the router is shutting
     // down (cancel_all).
     bool cancelled =

@@ -71,6 +71,27 @@ std::shared_ptr<mux_client> engine_calls::mux_for(const std::string& endpoint,
   return opened;
 }
 
+void engine_calls::mux_unsupported(const std::string& endpoint) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto [it, fresh] = no_mux_.try_emplace(endpoint);
+  it->second = std::chrono::steady_clock::now() + std::chrono::minutes{1};
+  if (fresh)
+    spdlog::warn("router: the relay at {} does not serve RelayMux; its "
+                 "requests go as Generate streams (--dispatch mux)",
+                 endpoint);
+}
+
+bool engine_calls::mux_refused(const std::string& endpoint) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto it = no_mux_.find(endpoint);
+  if (it == no_mux_.end())
+    return false;
+  if (std::chrono::steady_clock::now() < it->second)
+    return true;
+  no_mux_.erase(it); // try it again
+  return false;
+}
+
 bool engine_calls::track(grpc::ClientContext* ctx) {
   std::lock_guard<std::mutex> guard{mtx_};
   if (cut_.load())

@@ -41,6 +41,11 @@ class engine_calls {
   /// once everything was cancelled.
   std::shared_ptr<mux_client> mux_for(const std::string& endpoint,
                                       const std::string& worker);
+  /// A relay that answered the mux stream UNIMPLEMENTED (a sidecar of an
+  /// older outrider, or another OpenEngine server): its requests go as
+  /// `Generate` streams for a minute, then the mux is tried again.
+  void mux_unsupported(const std::string& endpoint);
+  bool mux_refused(const std::string& endpoint);
   /// Registers a call about to start; false (nothing registered) once
   /// everything was cancelled.
   bool track(grpc::ClientContext* ctx);
@@ -63,9 +68,10 @@ class engine_calls {
   std::string relay_server_name_;
   std::atomic<bool> cut_{false};
   std::mutex mtx_;
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_; // mtx_
-  std::set<grpc::ClientContext*> calls_;                           // mtx_
-  std::map<std::string, std::shared_ptr<mux_client>> muxes_;       // mtx_
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;      // mtx_
+  std::set<grpc::ClientContext*> calls_;                                // mtx_
+  std::map<std::string, std::shared_ptr<mux_client>> muxes_;            // mtx_
+  std::map<std::string, std::chrono::steady_clock::time_point> no_mux_; // mtx_
   runtime::worker_pool chores_{2, 4096};
   std::condition_variable sweep_cv_; // mtx_
   bool stopping_ = false;            // mtx_

@@ -154,12 +154,17 @@ void mux_client::OnDone(const grpc::Status& st) {
     cancelled_.load()
       ? grpc::Status{grpc::StatusCode::CANCELLED, "cancelled by the router"}
     : st.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+        st.error_code() == grpc::StatusCode::UNIMPLEMENTED ||
         st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
         st.error_code() == grpc::StatusCode::PERMISSION_DENIED
       ? st
-      : grpc::Status{grpc::StatusCode::UNAVAILABLE,
-                     "relay mux stream broke: " +
-                       (st.ok() ? std::string{"ended"} : st.error_message())};
+      : grpc::Status{
+          grpc::StatusCode::UNAVAILABLE,
+          "relay mux stream broke: " +
+            (st.ok()
+               ? std::string{"ended"}
+               : "status " + std::to_string(static_cast<int>(st.error_code())) +
+                   " " + st.error_message())};
   for (auto& [id, r] : open)
     r.sink->on_done(each);
   deliver.unlock();
