@@ -241,14 +241,22 @@ class attempts::call final : public engine::generate_sink {
       target.traceparent = trace::traceparent_of(tc);
       target.tracestate = tc.state;
     }
-    if (!direct && disp_.cfg.relay_mux && !disp_.calls.mux_refused(endpoint)) {
-      // One stream per relay for all of this router's requests there.
+    // One stream per relay for all of this router's requests there; a
+    // stream that ended as it was handed out is replaced once.
+    for (int tries = 0; !direct && disp_.cfg.relay_mux && tries < 2 &&
+                        !disp_.calls.mux_refused(endpoint);
+         ++tries) {
       mux_ = disp_.calls.mux_for(endpoint, d_.worker_id);
       if (!mux_)
         return on_done({grpc::StatusCode::CANCELLED, "router shutting down"});
-      if (!mux_->start(req_, target, owner_->deadline_, *this, mux_id_))
-        on_done({grpc::StatusCode::UNAVAILABLE, "relay mux stream ended"});
-      return; // `this` may be gone already
+      if (mux_->start(req_, target, owner_->deadline_, *this, mux_id_))
+        return; // `this` may be gone already
+      if (mux_->end_code() == grpc::StatusCode::UNIMPLEMENTED)
+        disp_.calls.mux_unsupported(endpoint); // Generate below
+      else if (tries == 1)
+        return on_done({grpc::StatusCode::UNAVAILABLE,
+                        "relay mux stream ended as it was opened"});
+      mux_.reset();
     }
     engine::start_generate(disp_.calls.channel_for(endpoint, !direct), dialect,
                            req_, target, ctx_, *this);

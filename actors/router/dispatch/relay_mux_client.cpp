@@ -16,6 +16,10 @@ mux_client::open(const std::shared_ptr<grpc::Channel>& ch,
     c->ctx_.AddMetadata(engine::worker_key, worker);
   c->stub_ = mx::RelayMux::NewStub(ch);
   c->stub_->async()->Relay(&c->ctx_, c.get());
+  // Held until no write can start any more (`close`): a write started from
+  // another thread as the stream ends must find the call still there, not
+  // past its OnDone.
+  c->AddHold();
   c->StartRead(&c->in_);
   c->StartCall();
   return c;
@@ -83,13 +87,26 @@ void mux_client::expire(std::chrono::system_clock::time_point now) {
 }
 
 void mux_client::write_next(std::unique_lock<std::mutex>& guard) {
-  if (writing_ || (pending_.open_size() == 0 && pending_.cancel_size() == 0))
+  if (writing_ || closing_ ||
+      (pending_.open_size() == 0 && pending_.cancel_size() == 0))
     return;
   writing_ = true;
   out_.Swap(&pending_);
   pending_.Clear();
+  ++issuing_;
   guard.unlock();
   StartWrite(&out_);
+  guard.lock();
+  --issuing_;
+  release_if_closed(guard);
+}
+
+void mux_client::release_if_closed(std::unique_lock<std::mutex>& guard) {
+  bool release = closing_ && issuing_ == 0 && !released_;
+  released_ = released_ || release;
+  guard.unlock();
+  if (release)
+    RemoveHold(); // OnDone may come now
 }
 
 void mux_client::OnWriteDone(bool ok) {
@@ -100,8 +117,14 @@ void mux_client::OnWriteDone(bool ok) {
 }
 
 void mux_client::OnReadDone(bool ok) {
-  if (!ok)
-    return; // the stream ended: OnDone follows
+  if (!ok) {
+    // The stream ended: no request starts on it and no write is started
+    // any more; OnDone follows once a write being started is in flight.
+    std::unique_lock<std::mutex> guard{mtx_};
+    ended_ = true;
+    closing_ = true;
+    return release_if_closed(guard);
+  }
   struct delivery {
     engine::generate_sink* sink;
     mx::Update* update;
@@ -141,6 +164,7 @@ void mux_client::OnReadDone(bool ok) {
 
 void mux_client::OnDone(const grpc::Status& st) {
   std::unique_lock<std::mutex> deliver{deliver_mtx_};
+  end_code_ = st.error_code();
   ended_ = true;
   std::unordered_map<uint64_t, open_request> open;
   {

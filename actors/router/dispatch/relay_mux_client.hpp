@@ -48,8 +48,10 @@ class mux_client final
     cancelled_ = true;
     ctx_.TryCancel();
   }
-  /// The stream ended: requests started now end at once (UNAVAILABLE).
+  /// The stream ended: `start` refuses requests.
   bool ended() const { return ended_.load(); }
+  /// How it ended (once `ended`): UNIMPLEMENTED from a relay without the mux.
+  grpc::StatusCode end_code() const { return end_code_.load(); }
   /// Requests open on it now.
   size_t open_requests();
   /// Ends the requests whose deadline passed by `now` (DEADLINE_EXCEEDED)
@@ -63,7 +65,9 @@ class mux_client final
 
  private:
   mux_client() = default;
+  // Both leave `guard` unlocked.
   void write_next(std::unique_lock<std::mutex>& guard);
+  void release_if_closed(std::unique_lock<std::mutex>& guard);
 
   grpc::ClientContext ctx_;
   std::unique_ptr<outrider::relaymux::v1::RelayMux::Stub> stub_;
@@ -80,7 +84,11 @@ class mux_client final
   outrider::relaymux::v1::MuxRequest pending_;       // mtx_
   std::unordered_map<uint64_t, open_request> sinks_; // mtx_
   uint64_t next_id_ = 1;                             // mtx_
-  bool writing_ = false;                             // mtx_
+  bool writing_ = false;
+  bool closing_ = false;  // mtx_: the read side ended; no write starts
+  int issuing_ = 0;       // mtx_: writes being started outside the lock
+  bool released_ = false; // mtx_: the hold is gone // mtx_
+  std::atomic<grpc::StatusCode> end_code_{grpc::StatusCode::OK};
   std::atomic<bool> ended_{false};
   std::atomic<bool> cancelled_{false}; // by cancel_all
   std::shared_ptr<mux_client> self_;   // until OnDone
