@@ -157,8 +157,13 @@ TEST_CASE("routers sharing their bookings spread a burst as one router "
   // more under ASan): a request placed before the other's last note came
   // sees that worker's load without it, so two sharing routers differ from
   // one by up to 4 requests (4 once in 9 ASan runs), a herd by 10 or more.
+  // Towards the herd (more on the busiest worker) that is the bound; the
+  // other way (two sharing routers spreading more than one router) is
+  // timing, not a herd: 17 against one router's 22 in a full ASan run
+  // (2026-12-06), so that side is given twice the room.
   double tolerance = 0.125 * burst;
-  CHECK(std::abs(two_shared[0] - one[0]) <= tolerance);
+  CHECK(two_shared[0] - one[0] <= tolerance);
+  CHECK(one[0] - two_shared[0] <= 2 * tolerance);
   CHECK(two_shared[0] + two_shared[1] + two_shared[2] + two_shared[3] == burst);
   // The herd: blind to each other, the two pile onto that worker.
   CHECK(two_alone[0] - one[0] > tolerance);
