@@ -130,4 +130,16 @@ struct router_proc {
 /// CPU seconds (user and system) a process has used so far.
 double cpu_seconds(pid_t pid);
 
+/// The JSON body of streamed completion `i`: `prompt_len` token ids of its
+/// own, `output_len` tokens asked for.
+inline std::string stream_body(size_t i, unsigned prompt_len,
+                               unsigned output_len) {
+  std::string ids;
+  for (uint32_t t = 0; t < prompt_len; ++t)
+    ids += (t ? "," : "") +
+           std::to_string(1 + (static_cast<uint32_t>(i) * 7919 + t) % 31000);
+  return "{\"prompt\":[" + ids +
+         "],\"max_tokens\":" + std::to_string(output_len) + ",\"stream\":true}";
+}
+
 } // namespace outrider::bench

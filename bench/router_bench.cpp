@@ -76,12 +76,7 @@ path_stats direct(const std::string& endpoint, size_t streams) {
 }
 
 std::string body_for(size_t i) {
-  std::string ids;
-  for (uint32_t t = 0; t < prompt_len; ++t)
-    ids += (t ? "," : "") +
-           std::to_string(1 + (static_cast<uint32_t>(i) * 7919 + t) % 31000);
-  return "{\"prompt\":[" + ids +
-         "],\"max_tokens\":" + std::to_string(output_len) + ",\"stream\":true}";
+  return stream_body(i, prompt_len, output_len);
 }
 
 path_stats through_router(uint16_t port, size_t streams, bool gaps,

@@ -1,9 +1,10 @@
 // `--dispatch mux`: every request a router relays through one sidecar rides
 // one multiplexed stream (proto/relay_mux.proto). Many streams at once keep
-// every token; a sidecar that dies takes its stream down and the requests
-// on it move to another worker. Cancellation and an engine's death are
-// covered beside the per-request relay (router.test.cpp,
-// sglang_router.test.cpp).
+// every token; a relay that stops answering holds nothing past its
+// deadline; a relay refuses what a router must not send; relays without the
+// mux get Generate streams (fleet.test.cpp). Cancellation, an engine's and a
+// sidecar's death are covered beside the per-request relay
+// (router.test.cpp, sglang_router.test.cpp).
 
 #include <atomic>
 #include <csignal>
@@ -33,6 +34,31 @@ int running(const cluster& c) {
     return -1;
   return json::parse(body)["running"].get<int>();
 }
+
+// Sends `sig` to the first sidecar once the router has streamed a first
+// token.
+struct sidecar_signal {
+  std::atomic<bool> sent{false};
+  std::thread sender;
+  sidecar_signal(cluster& c, int sig)
+    : sender{[this, &c, sig] {
+        eventually(
+          [&] {
+            return c.router_metric("outrider_router_ttft_seconds_count") >= 1;
+          },
+          20s);
+        c.sides[0]->proc->signal(sig);
+        sent = true;
+      }} {}
+  ~sidecar_signal() {
+    if (sender.joinable())
+      sender.join();
+  }
+  bool join() {
+    sender.join();
+    return sent;
+  }
+};
 
 double sidecar_metric(const cluster& c, size_t i, const std::string& series) {
   return c.sides[i]->metric(series).value_or(-1);
@@ -81,63 +107,19 @@ TEST_CASE("mux dispatch: 96 concurrent streams through two relays ride one "
     5s));
 }
 
-TEST_CASE("mux dispatch: a sidecar that dies mid-stream takes its stream "
-          "down, and the request on it migrates and stays contiguous") {
-  cluster c{2,
-            {.extra = {"--speedup", "2"}},
-            {"--dispatch", "mux", "--migration-limit", "1"}};
-  auto prefix = tokens(3000, 32);
-  warm(*c.sims[0], prefix); // worker 0 serves it
-  REQUIRE(eventually(
-    [&] { return c.router_metric("outrider_router_index_entries") >= 8; },
-    10s));
-  std::atomic<bool> killed{false};
-  std::thread killer{[&] {
-    eventually(
-      [&] {
-        return c.router_metric("outrider_router_ttft_seconds_count") >= 1;
-      },
-      20s);
-    c.sides[0]->proc->signal(SIGKILL);
-    killed = true;
-  }};
-  auto prompt = concat(prefix, tokens(100, 3));
-  auto [code, body] = http(
-    c.http_port, "POST", "/v1/completions",
-    json{{"prompt", prompt}, {"max_tokens", 300}, {"stream", true}}.dump());
-  killer.join();
-  REQUIRE(killed);
-  CHECK(code == 200);
-  auto [toks, done] = read_sse(body);
-  CHECK(done);
-  CHECK(toks == sim::continuation(prompt, 300));
-  CHECK(c.router_metric("outrider_router_migrations_total") == 1);
-  // The survivor carried the rest on a stream of its own.
-  CHECK(sidecar_metric(c, 1, "outrider_relay_mux_streams") == 1);
-}
-
 TEST_CASE("mux dispatch: a relay that stops answering without breaking its "
           "connection holds no request past its deadline") {
   cluster c{1,
             {.extra = {"--speedup", "1"}},
             {"--dispatch", "mux", "--request-timeout", "3s"}};
-  std::atomic<bool> stopped{false};
-  std::thread stopper{[&] {
-    eventually(
-      [&] {
-        return c.router_metric("outrider_router_ttft_seconds_count") >= 1;
-      },
-      20s);
-    c.sides[0]->proc->signal(SIGSTOP); // its connections stay open
-    stopped = true;
-  }};
+  sidecar_signal stop{c, SIGSTOP}; // its connections stay open
   auto t0 = std::chrono::steady_clock::now();
   auto [code, body] =
     http(c.http_port, "POST", "/v1/completions",
          json{{"prompt", tokens(500, 8)}, {"max_tokens", 900}, {"stream", true}}
            .dump());
   auto took = std::chrono::steady_clock::now() - t0;
-  stopper.join();
+  bool stopped = stop.join();
   c.sides[0]->proc->signal(SIGCONT);
   REQUIRE(stopped);
   INFO(body.substr(body.size() > 600 ? body.size() - 600 : 0));

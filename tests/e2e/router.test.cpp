@@ -51,14 +51,17 @@ TEST_CASE("the router targets the data-parallel rank holding the prefix") {
 }
 
 TEST_CASE("a stream whose engine dies migrates and stays contiguous, over "
-          "the relay and its mux") {
-  auto dispatch = GENERATE(std::string{"relay"}, std::string{"mux"});
-  INFO(dispatch);
+          "the relay and its mux, and under the mux when its sidecar dies") {
+  // The mux: a dead sidecar takes down its stream, and every request on it.
+  auto [dispatch, sidecar] = GENERATE(std::pair{std::string{"relay"}, false},
+                                      std::pair{std::string{"mux"}, false},
+                                      std::pair{std::string{"mux"}, true});
+  INFO(dispatch << (sidecar ? ", the sidecar dies" : ", the engine dies"));
   cluster c{2,
             {.extra = {"--speedup", "2"}},
             {"--migration-limit", "1", "--dispatch", dispatch}};
   auto prefix = tokens(3000, 32);
-  mid_stream_kill kill{c, prefix}; // worker 0 serves it, then dies
+  mid_stream_kill kill{c, prefix, sidecar}; // worker 0 serves it, then dies
   auto prompt = concat(prefix, tokens(100, 3));
   auto [code, body] = http(
     c.http_port, "POST", "/v1/completions",
@@ -69,6 +72,9 @@ TEST_CASE("a stream whose engine dies migrates and stays contiguous, over "
   CHECK(done);
   CHECK(toks == sim::continuation(prompt, 300));
   CHECK(c.router_metric("outrider_router_migrations_total") == 1);
+  // The survivor carried the rest on a mux stream of its own.
+  if (dispatch == "mux")
+    CHECK(c.sides[1]->metric("outrider_relay_mux_streams").value_or(-1) == 1);
 }
 
 TEST_CASE("a restarted router rebuilds its index from the sidecars") {

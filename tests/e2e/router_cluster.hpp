@@ -275,23 +275,24 @@ namespace outrider::test {
 
 // A stream that will break: worker 0's engine caches `prefix` (so the
 // request goes there), and once the router has seen a first token a
-// thread kills that engine (SIGKILL). Join it after the request; `killed`
-// says it fired.
+// thread kills that engine (SIGKILL), or worker 0's sidecar when asked.
+// Join it after the request; `killed` says it fired.
 struct mid_stream_kill {
   std::atomic<bool> killed{false};
   std::thread killer;
-  mid_stream_kill(cluster& c, const std::vector<uint32_t>& prefix) {
+  mid_stream_kill(cluster& c, const std::vector<uint32_t>& prefix,
+                  bool sidecar = false) {
     warm(*c.sims[0], prefix);
     REQUIRE(eventually(
       [&] { return c.router_metric("outrider_router_index_entries") >= 8; },
       10s));
-    killer = std::thread([this, &c] {
+    killer = std::thread([this, &c, sidecar] {
       eventually(
         [&] {
           return c.router_metric("outrider_router_ttft_seconds_count") >= 1;
         },
         20s);
-      c.sims[0]->proc->signal(SIGKILL);
+      (sidecar ? c.sides[0]->proc : c.sims[0]->proc)->signal(SIGKILL);
       killed = true;
     });
   }
