@@ -9,7 +9,7 @@
 // router read per token where the sidecar counts them.
 //
 //   build/bench/dispatch_bench [build/outrider] [build/sim/outrider-sim]
-//                              [out.csv] [rounds]
+//                              [out.csv] [rounds] [modes, e.g. relay,mux]
 
 #include <cstdio>
 #include <filesystem>
@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
     sim_bin = argv[2];
   std::string csv_path = argc > 3 ? argv[3] : "dispatch_bench.csv";
   int rounds = argc > 4 ? std::stoi(argv[4]) : 1;
+  std::string modes = argc > 5 ? argv[5] : "direct,relay,mux";
   test::raise_fd_limit();
   auto base = fs::temp_directory_path() /
               ("outrider-dispatch-bench-" + std::to_string(::getpid()));
@@ -87,6 +88,9 @@ int main(int argc, char** argv) {
                 "tok/s", "router us/t", "sidecar us/t", "fail");
     for (int round = 0; round < rounds; ++round)
       for (const char* mode : {"direct", "relay", "mux"}) {
+        if (("," + modes + ",").find(std::string{","} + mode + ",") ==
+            std::string::npos)
+          continue;
         router_proc router{dir / "discovery", {"--dispatch", mode}};
         test::eventually(
           [&] { return router.metric("outrider_router_workers") >= 1; }, 30s);
