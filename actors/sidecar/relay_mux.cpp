@@ -237,10 +237,12 @@ class mux_stream final
   }
 
   // Reading is over, every leg ended and its end was written: the answer.
+  // Only once the read side ended (a read is always outstanding until
+  // then; a router that went fails it too), so no read starts after Finish.
   void maybe_finish() {
     {
       std::lock_guard<std::mutex> guard{mtx_};
-      if (finished_ || !(reading_done_ || gone_) || !legs_.empty() ||
+      if (finished_ || !reading_done_ || !legs_.empty() ||
           writing_ || (pending_.updates_size() > 0 && !gone_))
         return;
       finished_ = true;
