@@ -1,5 +1,6 @@
 #include "actors/router/dispatch/relay_mux_client.hpp"
 
+#include <algorithm>
 #include <vector>
 
 namespace outrider::router {
@@ -16,9 +17,9 @@ mux_client::open(const std::shared_ptr<grpc::Channel>& ch,
     c->ctx_.AddMetadata(engine::worker_key, worker);
   c->stub_ = mx::RelayMux::NewStub(ch);
   c->stub_->async()->Relay(&c->ctx_, c.get());
-  // Held until no write can start any more (`close`): a write started from
-  // another thread as the stream ends must find the call still there, not
-  // past its OnDone.
+  // Held until no write can start any more (`release_if_closed`): a write
+  // started from another thread as the stream ends must find the call still
+  // there, not past its OnDone.
   c->AddHold();
   c->StartRead(&c->in_);
   c->StartCall();
@@ -57,11 +58,6 @@ void mux_client::cancel(uint64_t id) {
     return;
   pending_.add_cancel(id);
   write_next(guard);
-}
-
-size_t mux_client::open_requests() {
-  std::lock_guard<std::mutex> guard{mtx_};
-  return sinks_.size();
 }
 
 void mux_client::expire(std::chrono::system_clock::time_point now) {

@@ -52,8 +52,6 @@ class mux_client final
   bool ended() const { return ended_.load(); }
   /// How it ended (once `ended`): UNIMPLEMENTED from a relay without the mux.
   grpc::StatusCode end_code() const { return end_code_.load(); }
-  /// Requests open on it now.
-  size_t open_requests();
   /// Ends the requests whose deadline passed by `now` (DEADLINE_EXCEEDED)
   /// and asks the relay to cancel them: a relay that stops answering
   /// without breaking its connection holds no request past its deadline.
