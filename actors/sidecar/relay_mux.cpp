@@ -242,8 +242,8 @@ class mux_stream final
   void maybe_finish() {
     {
       std::lock_guard<std::mutex> guard{mtx_};
-      if (finished_ || !reading_done_ || !legs_.empty() ||
-          writing_ || (pending_.updates_size() > 0 && !gone_))
+      if (finished_ || !reading_done_ || !legs_.empty() || writing_ ||
+          (pending_.updates_size() > 0 && !gone_))
         return;
       finished_ = true;
     }
