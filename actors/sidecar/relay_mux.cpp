@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "actors/sidecar/relay_impl.hpp"
+#include "cluster/engine/token_queue.hpp"
 #include "relay_mux.grpc.pb.h"
 
 namespace outrider::sidecar {
@@ -118,18 +119,12 @@ class mux_stream final
     if (gone_)
       return;
     auto& u = update_for(id);
-    // Consecutive token events of one request merge (as the per-request
-    // stream's queue merges them: cluster/engine/token_queue.hpp).
-    auto last = u.responses_size() - 1;
-    if (resp.has_token() && last >= 0 && u.responses(last).has_token() &&
-        u.responses(last).token().output_index() ==
-          resp.token().output_index()) {
-      auto* into = u.mutable_responses(last)->mutable_token()->mutable_tokens();
-      for (auto& t : *resp.mutable_token()->mutable_tokens())
-        into->Add(std::move(t));
-    } else {
+    // Consecutive token events of one request merge, as the per-request
+    // stream's queue merges them.
+    auto n_resp = u.responses_size();
+    if (n_resp == 0 ||
+        !engine::merge_tokens(*u.mutable_responses(n_resp - 1), resp))
       *u.add_responses() = std::move(resp);
-    }
     r_.m.tokens.inc(n);
     write_next(guard);
   }

@@ -273,37 +273,54 @@ inline void plant_record(const cluster& c, const std::string& id,
 
 namespace outrider::test {
 
+// Once the router has streamed a first token, a thread sends `sig` to
+// `target`. Join it after the request; true when it was sent.
+struct signal_after_first_token {
+  std::atomic<bool> sent{false};
+  std::thread sender;
+  signal_after_first_token(cluster& c, child_process& target, int sig)
+    : sender{[this, &c, &target, sig] {
+        eventually(
+          [&] {
+            return c.router_metric("outrider_router_ttft_seconds_count") >= 1;
+          },
+          20s);
+        target.signal(sig);
+        sent = true;
+      }} {}
+  ~signal_after_first_token() {
+    if (sender.joinable())
+      sender.join();
+  }
+  bool join() {
+    sender.join();
+    return sent;
+  }
+};
+
 // A stream that will break: worker 0's engine caches `prefix` (so the
-// request goes there), and once the router has seen a first token a
-// thread kills that engine (SIGKILL), or worker 0's sidecar when asked.
-// Join it after the request; `killed` says it fired.
+// request goes there), and once the router has seen a first token that
+// engine is killed (SIGKILL), or worker 0's sidecar when asked. Join it
+// after the request; true when it fired.
 struct mid_stream_kill {
-  std::atomic<bool> killed{false};
-  std::thread killer;
   mid_stream_kill(cluster& c, const std::vector<uint32_t>& prefix,
-                  bool sidecar = false) {
+                  bool sidecar = false)
+    : warmed{warm_for(c, prefix)}, kill{c,
+                                        sidecar ? *c.sides[0]->proc
+                                                : *c.sims[0]->proc,
+                                        SIGKILL} {}
+  bool join() { return kill.join(); }
+
+ private:
+  static bool warm_for(cluster& c, const std::vector<uint32_t>& prefix) {
     warm(*c.sims[0], prefix);
     REQUIRE(eventually(
       [&] { return c.router_metric("outrider_router_index_entries") >= 8; },
       10s));
-    killer = std::thread([this, &c, sidecar] {
-      eventually(
-        [&] {
-          return c.router_metric("outrider_router_ttft_seconds_count") >= 1;
-        },
-        20s);
-      (sidecar ? c.sides[0]->proc : c.sims[0]->proc)->signal(SIGKILL);
-      killed = true;
-    });
+    return true;
   }
-  ~mid_stream_kill() {
-    if (killer.joinable())
-      killer.join();
-  }
-  bool join() {
-    killer.join();
-    return killed;
-  }
+  bool warmed;
+  signal_after_first_token kill;
 };
 
 // Two engines warmed with one prefix each: requests sharing a prefix go to
