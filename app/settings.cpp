@@ -246,6 +246,7 @@ sidecar::sidecar_settings sidecar_settings_from(const runtime::options& o) {
   s.relay_port = static_cast<int>(o.get(opt::relay_port));
   s.advertise_host = advertised_host(o);
   s.relay_max_streams = static_cast<size_t>(o.get(opt::relay_max_streams));
+  s.relay_grace = o.get(opt::relay_grace);
   s.grpc_limits = grpc_limits_from(o);
   s.shutdown_engine_on_gap = o.get(opt::on_kv_gap) == "shutdown-engine";
   s.kv_max_message_bytes = o.get(opt::kv_max_message_bytes);

@@ -61,6 +61,7 @@ struct option_key {
   X(relay_advertise_host, "relay-advertise-host", string)                      \
   X(relay_port, "relay-port", integer)                                         \
   X(relay_max_streams, "relay-max-streams", integer)                           \
+  X(relay_grace, "relay-grace", duration)                                      \
   X(tls_cert, "tls-cert", string)                                              \
   X(tls_key, "tls-key", string)                                                \
   X(tls_ca, "tls-ca", string)                                                  \

@@ -172,6 +172,13 @@ std::vector<option_spec> make_specs() {
                 "RESOURCE_EXHAUSTED",
                 "--relay-max-streams 2000", {}, 1, 1000000),
     make_option(
+      "relay-grace", ot::duration, "1s",
+      "sidecar: after SIGTERM, how long relayed streams may run on (within "
+      "--shutdown-timeout); requests opened meanwhile are refused, routers "
+      "place them elsewhere; streams still running then are cut and routers "
+      "move them to another worker, tokens kept",
+      "--relay-grace 20s"),
+    make_option(
       "engine-metrics-url", ot::string, "",
       "sidecar: the engine's Prometheus endpoint (http://host:port/path; "
       "auto: the engine's HTTP endpoint's /metrics), re-exported on the "

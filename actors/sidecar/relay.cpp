@@ -172,8 +172,10 @@ bool relay::restart(std::chrono::milliseconds grace) {
   uint16_t port = impl_->port;
   if (impl_->stopping || port == 0)
     return false;
+  impl_->mux_draining->store(true);
   impl_->server.shutdown(std::chrono::system_clock::now() + grace);
   // A service serves one server in its life: new ones, same state.
+  impl_->mux_draining = std::make_shared<std::atomic<bool>>(false);
   impl_->inference_service = make_generate_service(*impl_);
   impl_->control_service = std::make_unique<control>(*impl_);
   impl_->mux_service = make_mux_service(*impl_);
@@ -211,6 +213,7 @@ void relay::set_dialect(engine::dialect d) {
 void relay::stop(std::chrono::milliseconds grace) {
   impl_->stopping = true;
   std::lock_guard<std::mutex> guard{impl_->server_mtx};
+  impl_->mux_draining->store(true);
   impl_->server.shutdown(std::chrono::system_clock::now() + grace);
 }
 

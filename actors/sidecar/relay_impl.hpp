@@ -84,6 +84,11 @@ struct relay::impl {
   std::unique_ptr<grpc::Service> inference_service;
   std::unique_ptr<grpc::Service> control_service;
   std::unique_ptr<grpc::Service> mux_service;
+  // Set when the server the mux service serves shuts down (stop, restart):
+  // its streams refuse new requests and say they drain (relay_mux.cpp). A
+  // restarted server's service gets a fresh one.
+  std::shared_ptr<std::atomic<bool>> mux_draining =
+    std::make_shared<std::atomic<bool>>(false);
   std::mutex server_mtx; // server and services: start, restart, stop
   cluster::grpc_listener server;
   std::atomic<uint16_t> port{0};

@@ -5,7 +5,10 @@
 // so that the tokens of one engine step, across every request of this
 // router, reach the router in one message while a write is in flight, and
 // each token alone when nothing is. The router reads one message per step
-// instead of one per request and token (issue 31, docs/router.md).
+// instead of one per request and token (issue 31, docs/router.md). When the
+// relay's server shuts down (stop, restart) its streams refuse requests
+// opened from then on and mark their messages `draining`: the router places
+// them elsewhere instead of having them cut when the grace ends.
 
 #include <memory>
 #include <mutex>
@@ -57,7 +60,9 @@ class mux_leg final : public engine::generate_sink {
 class mux_stream final
   : public grpc::ServerBidiReactor<mx::MuxRequest, mx::MuxResponse> {
  public:
-  mux_stream(relay::impl& r, grpc::CallbackServerContext* ctx) : r_(r) {
+  mux_stream(relay::impl& r, grpc::CallbackServerContext* ctx,
+             std::shared_ptr<std::atomic<bool>> draining)
+    : r_(r), draining_(std::move(draining)) {
     if (auto status = r_.misaddressed(ctx->client_metadata())) {
       finished_ = true;
       Finish(std::move(*status));
@@ -170,6 +175,13 @@ class mux_stream final
                           " is already open on this stream"};
     }
     auto d = r_.resolve();
+    if (!refuse && draining_->load()) {
+      // Its server shuts down: placed elsewhere, it need not be cut when
+      // the grace ends.
+      r_.m.refused.inc();
+      refuse = Status{StatusCode::UNAVAILABLE,
+                      "the relay is shutting down: open the request elsewhere"};
+    }
     if (!refuse)
       refuse = r_.over_limit();
     if (!refuse && d == engine::dialect::unknown) {
@@ -227,6 +239,8 @@ class mux_stream final
     out_.Swap(&pending_);
     pending_.Clear();
     slot_.clear();
+    if (draining_->load())
+      out_.set_draining(true); // the router opens no more here
     guard.unlock();
     StartWrite(&out_);
   }
@@ -246,7 +260,8 @@ class mux_stream final
   }
 
   relay::impl& r_;
-  mx::MuxRequest in_;        // the read in flight
+  const std::shared_ptr<std::atomic<bool>> draining_; // its server's
+  mx::MuxRequest in_;                                 // the read in flight
   std::atomic<int> refs_{1}; // gRPC's, until OnDone; one per leg
   std::mutex mtx_;
   std::unordered_map<uint64_t, std::shared_ptr<mux_leg>> legs_; // mtx_
@@ -303,15 +318,16 @@ void mux_leg::on_done(const Status& st) {
 
 class mux_service final : public mx::RelayMux::CallbackService {
  public:
-  explicit mux_service(relay::impl& r) : r_(r) {}
+  explicit mux_service(relay::impl& r) : r_(r), draining_(r.mux_draining) {}
 
   grpc::ServerBidiReactor<mx::MuxRequest, mx::MuxResponse>*
   Relay(grpc::CallbackServerContext* ctx) override {
-    return new mux_stream(r_, ctx);
+    return new mux_stream(r_, ctx, draining_);
   }
 
  private:
   relay::impl& r_;
+  std::shared_ptr<std::atomic<bool>> draining_; // set as its server stops
 };
 
 } // namespace

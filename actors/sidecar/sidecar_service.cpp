@@ -323,9 +323,9 @@ service::service(runtime::role_env& env, const sidecar_settings& s)
   parts_->health = env.health;
   parts_->children = start_sidecar(env, s, *parts_);
   // SIGTERM: the lifecycle withdraws the record before anything stops; the
-  // relay's streams get a second once the actors have stopped.
+  // relay's streams get --relay-grace once the actors have stopped.
   env.pre_stop_hooks.push_back(
-    [parts = parts_] { parts->stop(std::chrono::seconds{1}); });
+    [parts = parts_, grace = s.relay_grace] { parts->stop(grace); });
 }
 
 service::~service() = default;

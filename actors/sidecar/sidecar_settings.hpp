@@ -27,6 +27,8 @@ struct sidecar_settings {
   int relay_port = 0;         // 0: a free port, advertised
   std::string advertise_host; // the relay's host as routers are told it
   size_t relay_max_streams = 0;
+  /// After SIGTERM: how long relayed streams may run on (--relay-grace).
+  std::chrono::milliseconds relay_grace{1000};
   cluster::grpc_server_limits grpc_limits; // --grpc-idle-timeout
   bool shutdown_engine_on_gap = false;     // --on-kv-gap shutdown-engine
   int64_t kv_max_message_bytes = 0;

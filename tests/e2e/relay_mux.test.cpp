@@ -2,7 +2,8 @@
 // one multiplexed stream (proto/relay_mux.proto). Many streams at once keep
 // every token; a relay that stops answering holds nothing past its
 // deadline; a relay refuses what a router must not send; relays without the
-// mux get Generate streams (fleet.test.cpp). Cancellation, an engine's and a
+// mux get Generate streams (fleet.test.cpp); a relay told to stop refuses
+// new requests and says it drains. Cancellation, an engine's and a
 // sidecar's death are covered beside the per-request relay
 // (router.test.cpp, sglang_router.test.cpp).
 
@@ -213,4 +214,58 @@ TEST_CASE("a relay's mux refuses what a router must not send (another "
     CHECK(m.rw->Finish().ok());
     CHECK(sidecar_metric(c, 0, "outrider_relay_mux_streams") == 0);
   }
+}
+
+TEST_CASE("a relay told to stop drains its mux streams: a request opened "
+          "after is refused at once (UNAVAILABLE), one running goes on "
+          "within --relay-grace, and every message says it drains") {
+  cluster c{1,
+            {.extra = {"--speedup", "1"}},
+            {},
+            {"--relay-grace", "10s", "--shutdown-timeout", "30s"}};
+  raw_mux m{c.sides[0]->relay_endpoint(), "worker-0"};
+  CHECK(m.open(1, tokens(100, 8), 900));
+  REQUIRE(eventually([&] { return running(c) == 1; }, 20s));
+  // Request 1 is streaming; no message says the relay drains yet.
+  mx::MuxResponse r;
+  REQUIRE(m.rw->Read(&r));
+  CHECK_FALSE(r.draining());
+  ::kill(c.sides[0]->proc->pid(), SIGTERM);
+  // Reads until a message says it drains (request 1's tokens keep coming).
+  bool told = false;
+  while (!told && m.rw->Read(&r)) {
+    told = r.draining();
+    for (const auto& u : r.updates())
+      CHECK_FALSE(u.done()); // request 1 is not cut, and nothing else runs
+  }
+  REQUIRE(told);
+  CHECK(m.open(2, tokens(300, 8), 6));
+  // Request 2 is refused without reaching the engine; request 1 goes on,
+  // and every message from now on says the relay drains.
+  int refused = -1;
+  std::string why;
+  size_t after = 0; // request 1's tokens after request 2's refusal
+  bool all_draining = true;
+  while (m.rw->Read(&r) && after < 20) {
+    all_draining = all_draining && r.draining();
+    for (const auto& u : r.updates()) {
+      if (u.id() == 2 && u.done()) {
+        refused = u.code();
+        why = u.message();
+        CHECK(u.responses_size() == 0);
+      }
+      if (u.id() == 1 && refused != -1)
+        for (const auto& resp : u.responses())
+          after += static_cast<size_t>(resp.token().tokens_size());
+      if (u.id() == 1)
+        CHECK_FALSE(u.done());
+    }
+  }
+  INFO(why);
+  CHECK(refused == static_cast<int>(grpc::StatusCode::UNAVAILABLE));
+  CHECK(why.find("shutting down") != std::string::npos);
+  CHECK(after >= 20);
+  CHECK(all_draining);
+  m.ctx.TryCancel();
+  m.rw->Finish();
 }

@@ -242,7 +242,8 @@ class attempts::call final : public engine::generate_sink {
       target.tracestate = tc.state;
     }
     // One stream per relay for all of this router's requests there; a
-    // stream that ended as it was handed out is replaced once.
+    // stream that ended (or began to drain) as it was handed out is
+    // replaced once.
     for (int tries = 0; !direct && disp_.cfg.relay_mux && tries < 2 &&
                         !disp_.calls.mux_refused(endpoint);
          ++tries) {

@@ -30,6 +30,7 @@ void engine_calls::sweep() {
     std::vector<std::shared_ptr<mux_client>> muxes;
     for (const auto& [key, m] : muxes_)
       muxes.push_back(m);
+    muxes.insert(muxes.end(), draining_muxes_.begin(), draining_muxes_.end());
     guard.unlock();
     // Outside mtx_: a request's end may start its next attempt here.
     auto now = std::chrono::system_clock::now();
@@ -59,8 +60,10 @@ std::shared_ptr<mux_client> engine_calls::mux_for(const std::string& endpoint,
   if (cut_.load())
     return nullptr;
   auto& m = muxes_[endpoint + '\n' + worker];
-  if (m && !m->ended())
+  if (m && !m->ended() && !m->draining())
     return m;
+  if (m && !m->ended())
+    draining_muxes_.push_back(m); // its requests run on there
   m = mux_client::open(ch, worker);
   auto opened = m;
   if (!sweeper_.joinable())
@@ -68,6 +71,7 @@ std::shared_ptr<mux_client> engine_calls::mux_for(const std::string& endpoint,
   // Streams to relays that went end; their entries go with the next open.
   for (auto it = muxes_.begin(); it != muxes_.end();)
     it = it->second->ended() ? muxes_.erase(it) : std::next(it);
+  std::erase_if(draining_muxes_, [](const auto& d) { return d->ended(); });
   return opened;
 }
 
@@ -116,6 +120,8 @@ void engine_calls::cancel_all() {
   for (auto* ctx : calls_)
     ctx->TryCancel();
   for (auto& [key, m] : muxes_)
+    m->cancel_all();
+  for (auto& m : draining_muxes_)
     m->cancel_all();
 }
 

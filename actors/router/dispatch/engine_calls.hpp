@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "actors/router/dispatch/dispatch_config.hpp"
 #include "runtime/worker_pool.hpp"
@@ -37,8 +38,8 @@ class engine_calls {
   std::shared_ptr<grpc::Channel> channel_for(const std::string& endpoint,
                                              bool relay);
   /// The multiplexed stream to the relay at `endpoint` serving `worker`
-  /// (`--dispatch mux`): the open one, or a new one once it ended; null
-  /// once everything was cancelled.
+  /// (`--dispatch mux`): the open one, or a new one once it ended or its
+  /// relay said it drains; null once everything was cancelled.
   std::shared_ptr<mux_client> mux_for(const std::string& endpoint,
                                       const std::string& worker);
   /// A relay that answered the mux stream UNIMPLEMENTED (a sidecar of an
@@ -68,9 +69,12 @@ class engine_calls {
   std::string relay_server_name_;
   std::atomic<bool> cut_{false};
   std::mutex mtx_;
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;      // mtx_
-  std::set<grpc::ClientContext*> calls_;                                // mtx_
-  std::map<std::string, std::shared_ptr<mux_client>> muxes_;            // mtx_
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_; // mtx_
+  std::set<grpc::ClientContext*> calls_;                           // mtx_
+  std::map<std::string, std::shared_ptr<mux_client>> muxes_;       // mtx_
+  // Replaced in `muxes_` as their relay drains, until they end: expiry
+  // and `cancel_all` still reach their requests.
+  std::vector<std::shared_ptr<mux_client>> draining_muxes_;             // mtx_
   std::map<std::string, std::chrono::steady_clock::time_point> no_mux_; // mtx_
   runtime::worker_pool chores_{2, 4096};
   std::condition_variable sweep_cv_; // mtx_

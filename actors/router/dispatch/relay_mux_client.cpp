@@ -31,7 +31,7 @@ bool mux_client::start(const oe::GenerateRequest& req,
                        std::chrono::system_clock::time_point deadline,
                        engine::generate_sink& sink, uint64_t& id) {
   std::unique_lock<std::mutex> guard{mtx_};
-  if (ended_.load())
+  if (ended_.load() || draining_.load())
     return false;
   id = next_id_++;
   sinks_[id] = {&sink, deadline};
@@ -125,6 +125,8 @@ void mux_client::OnReadDone(bool ok) {
     engine::generate_sink* sink;
     mx::Update* update;
   };
+  if (in_.draining())
+    draining_ = true; // new requests go on another stream
   std::lock_guard<std::mutex> deliver{deliver_mtx_};
   std::vector<delivery> found;
   {

@@ -35,7 +35,8 @@ class mux_client final
   /// Starts one request, its id written to `id` before anything can reach
   /// `sink` (which may hear of it before this returns, on another thread:
   /// touch nothing of the caller's after a true). `sink` must live until
-  /// its `on_done`. False: the stream had ended; `sink` hears nothing.
+  /// its `on_done`. False: the stream had ended or drains; `sink` hears
+  /// nothing.
   bool start(const openengine::v1::GenerateRequest& req,
              const engine::call_target& target,
              std::chrono::system_clock::time_point deadline,
@@ -50,6 +51,9 @@ class mux_client final
   }
   /// The stream ended: `start` refuses requests.
   bool ended() const { return ended_.load(); }
+  /// The relay said it shuts down (`MuxResponse.draining`): `start`
+  /// refuses requests; those open run on there.
+  bool draining() const { return draining_.load(); }
   /// How it ended (once `ended`): UNIMPLEMENTED from a relay without the mux.
   grpc::StatusCode end_code() const { return end_code_.load(); }
   /// Ends the requests whose deadline passed by `now` (DEADLINE_EXCEEDED)
@@ -88,6 +92,7 @@ class mux_client final
   bool released_ = false; // mtx_: the hold is gone // mtx_
   std::atomic<grpc::StatusCode> end_code_{grpc::StatusCode::OK};
   std::atomic<bool> ended_{false};
+  std::atomic<bool> draining_{false};
   std::atomic<bool> cancelled_{false}; // by cancel_all
   std::shared_ptr<mux_client> self_;   // until OnDone
 };
