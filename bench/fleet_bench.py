@@ -160,7 +160,10 @@ def run_size(args, n):
         router = subprocess.Popen(
             [args.outrider, "--role", "router", "--discovery-dir", tmp,
              "--http-port", str(http), "--system-port", str(status),
-             "--grpc-port", "0", "--log-level", "warn"],
+             "--grpc-port", "0", "--log-level", "warn",
+             # The fleet's relays serve a stream per request only (no
+             # RelayMux): as every fleet table in docs/benchmarks.md ran.
+             "--dispatch", "relay"],
             stdout=subprocess.DEVNULL, stderr=log)
         known = None
         while time.monotonic() < t0 + args.join_timeout:

@@ -310,12 +310,13 @@ std::vector<option_spec> make_specs() {
       "this deadline (504 beyond)",
       "--request-timeout 10m"),
     make_option(
-      "dispatch", ot::string, "relay",
-      "router: through each worker's sidecar relay (a stream per request), "
-      "through the relays on one multiplexed stream per relay (mux: the "
-      "tokens of many requests share messages), or straight to each "
-      "worker's engine (OpenEngine or vLLM native)",
-      "--dispatch mux", {"relay", "mux", "direct"}),
+      "dispatch", ot::string, "mux",
+      "router: through the sidecar relays on one multiplexed stream per "
+      "relay (mux: the tokens of many requests share messages; relays "
+      "without it get a stream per request), through each worker's sidecar "
+      "relay with a stream per request (relay), or straight to each "
+      "worker's engine (OpenEngine, vLLM or SGLang native)",
+      "--dispatch relay", {"mux", "relay", "direct"}),
   };
   for (auto& o : roles)
     specs.push_back(std::move(o));

@@ -34,7 +34,7 @@ struct router_settings {
   int migration_limit = 0;
   std::optional<disagg_config> disagg; // --router-conditional-disagg
   bool direct_dispatch = false;        // --dispatch direct
-  bool mux_dispatch = false;           // --dispatch mux
+  bool mux_dispatch = true;            // --dispatch mux (the default)
   std::chrono::milliseconds request_timeout{0};
   std::chrono::milliseconds shutdown_timeout{0};
   cluster::tls_files tls;

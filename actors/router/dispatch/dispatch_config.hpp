@@ -29,9 +29,9 @@ struct dispatch_config {
   std::optional<double> queue_threshold;
   /// `--dispatch direct`: straight to the engines, not through the relays.
   bool direct = false;
-  /// `--dispatch mux`: through the relays, every request to one relay on
-  /// one multiplexed stream (proto/relay_mux.proto).
-  bool relay_mux = false;
+  /// `--dispatch mux` (the default): through the relays, every request to
+  /// one relay on one multiplexed stream (proto/relay_mux.proto).
+  bool relay_mux = true;
   /// Every engine call of a request ends by this long after it began.
   std::chrono::milliseconds request_timeout{std::chrono::minutes{30}};
   /// How calls to the sidecars' relays are secured (--tls-*; null:
