@@ -1,7 +1,5 @@
 #include "runtime/http/server.hpp"
 
-#include <boost/asio/strand.hpp>
-
 #include <nlohmann/json.hpp>
 
 #include "runtime/fd_acceptor.hpp"
@@ -36,8 +34,7 @@ void refuse_fast(tcp::socket& s) {
 
 void accept_next(const std::shared_ptr<http_server_core>& core) {
   core->acceptor.async_accept(
-    net::make_strand(core->ioc),
-    [core](boost::system::error_code ec, tcp::socket s) {
+    core->pick(), [core](boost::system::error_code ec, tcp::socket s) {
       if (core->stopping.load() || ec == net::error::operation_aborted)
         return;
       if (ec) {
@@ -229,10 +226,11 @@ caf::error http_server::start(const std::string& host, uint16_t port) {
                                            std::to_string(port) + ": " +
                                            ec.message());
   port_ = c.acceptor.local_endpoint().port();
-  c.work.emplace(c.ioc.get_executor());
+  for (auto& ioc : c.iocs)
+    c.work.emplace_back(ioc->get_executor());
   accept_next(core_);
-  for (size_t i = 0; i < std::max<size_t>(1, c.lim.io_threads); ++i)
-    c.threads.emplace_back([core = core_] { core->ioc.run(); });
+  for (size_t i = 0; i < c.iocs.size(); ++i)
+    c.threads.emplace_back([core = core_, i] { core->iocs[i]->run(); });
   return {};
 }
 
@@ -260,17 +258,32 @@ void http_server::stop(std::chrono::milliseconds grace) {
   }
   // Without work the I/O threads end by themselves once what is pending
   // has completed; a moment for that, then they are stopped.
-  c.work.reset();
-  for (int i = 0; i < 100 && !c.ioc.stopped(); ++i)
+  c.work.clear();
+  auto all_stopped = [&] {
+    for (auto& ioc : c.iocs)
+      if (!ioc->stopped())
+        return false;
+    return true;
+  };
+  for (int i = 0; i < 100 && !all_stopped(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds{10});
-  c.ioc.stop();
+  for (auto& ioc : c.iocs)
+    ioc->stop();
   for (auto& t : c.threads)
     t.join();
   c.threads.clear();
-  // Handlers that stop() left behind hold the core (and so the io_context
-  // that holds them): run them out here, so that nothing stays behind.
-  c.ioc.restart();
-  c.ioc.poll();
+  // Handlers that stop() left behind hold the core (and so the io_contexts
+  // that hold them): run them out here, so that nothing stays behind. A
+  // handler run on one may post to another: until none has any.
+  for (int round = 0; round < 4; ++round) {
+    size_t ran = 0;
+    for (auto& ioc : c.iocs) {
+      ioc->restart();
+      ran += ioc->poll();
+    }
+    if (ran == 0)
+      break;
+  }
 }
 
 size_t http_server::connections() const {

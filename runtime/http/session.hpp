@@ -1,6 +1,7 @@
 #pragma once
 
-// Internal to the HTTP server: one connection, driven on its own strand.
+// Internal to the HTTP server: one connection, driven on the one thread of
+// its io_context (core.hpp).
 
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -24,7 +25,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
 
   void start();
 
-  // From an exchange, any thread (each posts to the strand).
+  // From an exchange, any thread (each posts to the connection's thread).
   void post_response(http_response r);
   void post_stream_head(int status, std::string content_type,
                         std::map<std::string, std::string> headers);
@@ -65,7 +66,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
 
   std::shared_ptr<http_server_core> core_;
   std::shared_ptr<net::ssl::context> tls_; // this connection's, or null
-  http_stream stream_; // its executor is this connection's strand
+  http_stream stream_; // its executor: the io_context of one I/O thread
   tcp::socket& sock_;  // the TCP socket under stream_
   net::steady_timer timer_;
   uint64_t timer_gen_ = 0;
