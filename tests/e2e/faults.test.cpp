@@ -158,7 +158,7 @@ TEST_CASE("fault suite: separate processes with relay dispatch",
           "[.][faults]") {
   // A replay buffer that covers the whole run, so that a store lost to
   // corruption is rebuilt whole from the engine.
-  cluster c{2, fast_engine(400000)};
+  cluster c{2, fast_engine(400000), {"--dispatch", "relay"}};
   REQUIRE(c.complete(tokens(1, 8), 2)["choices"].size() == 1);
   const std::string setup = "separate, relay";
   fault_workload w{c.http_port};
@@ -248,7 +248,7 @@ TEST_CASE("fault suite: an engine whose replay buffer is too small for the "
           "[.][faults]") {
   cluster c{2, fast_engine(20)};
   REQUIRE(c.complete(tokens(1, 8), 2)["choices"].size() == 1);
-  const std::string setup = "separate, relay, replay buffer 20 steps";
+  const std::string setup = "separate, mux, replay buffer 20 steps";
   fault_workload w{c.http_port, 0}; // every prompt new
   // While its sidecar is down (and with it the relay to it), the engine
   // serves other clients: 60 new prompts straight to it, 60 batches of
@@ -318,7 +318,7 @@ TEST_CASE("fault suite: role all restarts the engines and sidecars it runs",
   // The children in start order: engine 0, sidecar 0, engine 1, sidecar 1.
   auto kids = children_of(all.pid());
   REQUIRE(kids.size() == 4);
-  const std::string setup = "role all, relay";
+  const std::string setup = "role all, mux";
   fault_workload w{http_port};
   auto restarted = [&](pid_t old) {
     return [&, old] {
