@@ -154,13 +154,18 @@ bool index_within_engine(const sidecar_process& side, const sim_process& sim) {
 
 } // namespace
 
-TEST_CASE("fault suite: separate processes with relay dispatch",
+// Through the relays, a stream per request (relay) or every request to one
+// relay on one multiplexed stream (mux, the default; a sidecar stopped with
+// SIGTERM drains its streams: new requests refused and placed elsewhere,
+// those running cut at its grace and moved).
+TEST_CASE("fault suite: separate processes with relay or mux dispatch",
           "[.][faults]") {
+  auto dispatch = GENERATE(std::string{"relay"}, std::string{"mux"});
   // A replay buffer that covers the whole run, so that a store lost to
   // corruption is rebuilt whole from the engine.
-  cluster c{2, fast_engine(400000), {"--dispatch", "relay"}};
+  cluster c{2, fast_engine(400000), {"--dispatch", dispatch}};
   REQUIRE(c.complete(tokens(1, 8), 2)["choices"].size() == 1);
-  const std::string setup = "separate, relay";
+  const std::string setup = "separate, " + dispatch;
   fault_workload w{c.http_port};
   common_faults(c, w, setup);
   REQUIRE(w.inject(
@@ -184,29 +189,6 @@ TEST_CASE("fault suite: separate processes with relay dispatch",
                        kind + "\"}")
               .value_or(0);
   CHECK(seen >= 1);
-}
-
-// The same faults with every relayed request on one multiplexed stream per
-// sidecar: a sidecar stopped with SIGTERM drains its streams (new requests
-// refused and placed elsewhere, those running cut at its grace and moved).
-TEST_CASE("fault suite: separate processes with mux dispatch", "[.][faults]") {
-  cluster c{2, fast_engine(400000), {"--dispatch", "mux"}};
-  REQUIRE(c.complete(tokens(1, 8), 2)["choices"].size() == 1);
-  const std::string setup = "separate, mux";
-  fault_workload w{c.http_port};
-  common_faults(c, w, setup);
-  REQUIRE(w.inject(
-    setup, "sidecar 0 stopped (SIGTERM), restarted",
-    [&] {
-      c.sides[0]->proc->signal(SIGTERM);
-      REQUIRE(c.sides[0]->proc->wait(10s));
-      kill_and_restart_sidecar(c, 0); // (it is no longer running)
-    },
-    sidecar_back(c, 0)));
-  account(w.finish());
-  for (size_t i = 0; i < c.sims.size(); ++i)
-    CHECK(eventually(
-      [&] { return index_matches_engine(*c.sides[i], *c.sims[i]); }, 15s));
 }
 
 TEST_CASE("fault suite: separate processes with direct dispatch",
