@@ -79,8 +79,9 @@ struct http_server_core {
   http_limits lim;
   // One io_context per I/O thread, run by that thread alone; each
   // connection lives on one of them, handed out in turn, so its handlers
-  // never run at once without a strand (a strand's hop per posted token and
-  // per write was 5-8% of the router's CPU with 1,024 SSE streams).
+  // never run at once without a strand (the strand's hop per posted token
+  // and per write: without it the router's CPU per token through the mux
+  // fell 15-25% at model speed, docs/performance.md).
   std::vector<std::unique_ptr<net::io_context>> iocs = [n = lim.io_threads] {
     std::vector<std::unique_ptr<net::io_context>> v;
     for (size_t i = 0; i < std::max<size_t>(1, n); ++i)
