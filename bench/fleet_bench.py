@@ -162,8 +162,9 @@ def run_size(args, n):
              "--http-port", str(http), "--system-port", str(status),
              "--grpc-port", "0", "--log-level", "warn",
              # The fleet's relays serve a stream per request only (no
-             # RelayMux): as every fleet table in docs/benchmarks.md ran.
-             "--dispatch", "relay"],
+             # RelayMux): relay, as every fleet table in
+             # docs/benchmarks.md ran; mux measures the fallback.
+             "--dispatch", args.dispatch],
             stdout=subprocess.DEVNULL, stderr=log)
         known = None
         while time.monotonic() < t0 + args.join_timeout:
@@ -234,6 +235,9 @@ def main():
                     help="seconds between every worker known and the load")
     ap.add_argument("--join-timeout", type=float, default=300)
     ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--dispatch", default="relay", choices=["relay", "mux"],
+                    help="the router's --dispatch (the fleet's relays have "
+                    "no RelayMux: mux measures the router's fallback)")
     ap.add_argument("--rate", type=float, default=0.5,
                     help="KV batches per second per worker (cache churn)")
     ap.add_argument("--blocks-per-batch", type=int, default=16)
