@@ -107,8 +107,8 @@ TEST_CASE("outrider-sim --fleet refuses what it cannot run") {
   CHECK(help.output().find("--kv-batches-per-second") != std::string::npos);
 }
 
-TEST_CASE("mux dispatch in front of relays that do not serve RelayMux (the "
-          "fleet simulator's): each request goes as a Generate stream") {
+TEST_CASE("mux fallback: in front of relays that do not serve RelayMux (the "
+          "fleet simulator's) each request goes as a Generate stream") {
   fleet_cluster c{4, {"--shared-prefix-blocks", "8"}, {"--dispatch", "mux"}};
   REQUIRE(eventually([&] { return c.metric("outrider_router_workers") == 4; },
                      allowed(30s)));

@@ -13,6 +13,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "openengine.grpc.pb.h"
 #include "relay_mux.grpc.pb.h"
 #include "sim/engine_core.hpp"
 #include "tests/e2e/router_cluster.hpp"
@@ -266,6 +267,54 @@ TEST_CASE("a relay told to stop drains its mux streams: a request opened "
   CHECK(why.find("shutting down") != std::string::npos);
   CHECK(after >= 20);
   CHECK(all_draining);
+  m.ctx.TryCancel();
+  m.rw->Finish();
+}
+
+// (A name whose first ": " comes late wraps badly in Catch 2.13's console
+// reporter: its indent is taken from there; one such name aborted it.)
+TEST_CASE("relay stream limit: one bound (relay-max-streams) on engine calls "
+          "across a relay's mux streams and Generate calls, RESOURCE_EXHAUSTED "
+          "beyond it at once, room again as one ends") {
+  cluster c{1, {.extra = {"--speedup", "1"}}, {}, {"--relay-max-streams", "2"}};
+  auto endpoint = c.sides[0]->relay_endpoint();
+  raw_mux m{endpoint, "worker-0"};
+  CHECK(m.open(1, tokens(100, 8), 900));
+  CHECK(m.open(2, tokens(300, 8), 900));
+  REQUIRE(eventually([&] { return running(c) == 2; }, 20s));
+  // A third on the same stream: refused without reaching the engine.
+  CHECK(m.open(3, tokens(500, 8), 6));
+  auto [none, refused] = m.until_done(3);
+  CHECK(refused == static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
+  CHECK(none.empty());
+  // The same bound holds for a Generate call beside the stream.
+  {
+    auto stub = openengine::v1::Inference::NewStub(
+      grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-outrider-worker", "worker-0");
+    ctx.set_deadline(std::chrono::system_clock::now() + allowed(30s));
+    openengine::v1::GenerateRequest req;
+    req.mutable_token_ids()->mutable_ids()->Add(1);
+    req.mutable_stopping()->set_max_tokens(4);
+    auto reader = stub->Generate(&ctx, req);
+    openengine::v1::GenerateResponse resp;
+    CHECK_FALSE(reader->Read(&resp));
+    CHECK(reader->Finish().error_code() ==
+          grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  CHECK(running(c) == 2);
+  CHECK(sidecar_metric(
+          c, 0, R"(outrider_relay_requests_total{outcome="refused"})") == 2);
+  // One ends: room for the next.
+  CHECK(m.cancel(1));
+  CHECK(m.until_done(1).second ==
+        static_cast<int>(grpc::StatusCode::CANCELLED));
+  CHECK(eventually([&] { return running(c) == 1; }, 20s));
+  CHECK(m.open(4, tokens(700, 8), 6));
+  auto [toks, code] = m.until_done(4);
+  CHECK(code == 0);
+  CHECK(toks == sim::continuation(tokens(700, 8), 6));
   m.ctx.TryCancel();
   m.rw->Finish();
 }

@@ -117,8 +117,8 @@ TEST_CASE("the simulator's SGLang output is cumulative when asked") {
     CHECK(r.messages[i].size() >= r.messages[i - 1].size());
 }
 
-TEST_CASE("a sidecar in front of an SGLang engine registers it, relays its "
-          "streams and forwards its KV events: requests go to the worker "
+TEST_CASE("SGLang behind a sidecar: the engine registered, its streams "
+          "relayed, its KV events forwarded, and requests sent to the worker "
           "holding their prefix") {
   sim_process::options so;
   so.extra = {"--kv-hash-format", "int64"}; // SGLang's hashes
