@@ -221,11 +221,13 @@ TEST_CASE("a relay told to stop drains its mux streams: a request opened "
           "after is refused at once (UNAVAILABLE), one running goes on "
           "within --relay-grace, and every message says it drains") {
   cluster c{1,
-            {.extra = {"--speedup", "1"}},
+            {.num_blocks = 1024, .extra = {"--speedup", "1"}},
             {},
             {"--relay-grace", "10s", "--shutdown-timeout", "30s"}};
   raw_mux m{c.sides[0]->relay_endpoint(), "worker-0"};
-  CHECK(m.open(1, tokens(100, 8), 900));
+  // About 23 s of tokens at model speed: it outlasts the sidecar's way to
+  // its relay's stop however slow the machine (it must not end first).
+  CHECK(m.open(1, tokens(100, 8), 4000));
   REQUIRE(eventually([&] { return running(c) == 1; }, 20s));
   // Request 1 is streaming; no message says the relay drains yet.
   mx::MuxResponse r;
