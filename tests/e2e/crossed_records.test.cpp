@@ -15,30 +15,7 @@
 
 using namespace outrider::test;
 using Catch::Matchers::Contains;
-
-namespace {
 namespace oe = openengine::v1;
-
-// One Generate of two tokens on `relay`, naming `worker` (none: empty).
-grpc::Status generate_on(const std::string& relay, const std::string& worker) {
-  auto stub = oe::Inference::NewStub(
-    grpc::CreateChannel(relay, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + allowed(10s));
-  if (!worker.empty())
-    ctx.AddMetadata("x-outrider-worker", worker);
-  oe::GenerateRequest req;
-  for (uint32_t t : tokens(400, 8))
-    req.mutable_token_ids()->add_ids(t);
-  req.mutable_stopping()->set_max_tokens(2);
-  auto reader = stub->Generate(&ctx, req);
-  oe::GenerateResponse resp;
-  while (reader->Read(&resp)) {
-  }
-  return reader->Finish();
-}
-
-} // namespace
 
 TEST_CASE("a record whose relay serves another worker is never placed on, "
           "and that relay says why") {

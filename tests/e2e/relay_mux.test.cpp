@@ -13,7 +13,6 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "openengine.grpc.pb.h"
 #include "relay_mux.grpc.pb.h"
 #include "sim/engine_core.hpp"
 #include "tests/e2e/router_cluster.hpp"
@@ -233,7 +232,7 @@ TEST_CASE("a relay told to stop drains its mux streams: a request opened "
   mx::MuxResponse r;
   REQUIRE(m.rw->Read(&r));
   CHECK_FALSE(r.draining());
-  ::kill(c.sides[0]->proc->pid(), SIGTERM);
+  c.sides[0]->proc->signal(SIGTERM);
   // Reads until a message says it drains (request 1's tokens keep coming).
   bool told = false;
   while (!told && m.rw->Read(&r)) {
@@ -294,21 +293,8 @@ TEST_CASE("relay stream limit: one bound (relay-max-streams) on engine calls "
   CHECK(refused == static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
   CHECK(none.empty());
   // The same bound holds for a Generate call beside the stream.
-  {
-    auto stub = openengine::v1::Inference::NewStub(
-      grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials()));
-    grpc::ClientContext ctx;
-    ctx.AddMetadata("x-outrider-worker", "worker-0");
-    ctx.set_deadline(std::chrono::system_clock::now() + allowed(30s));
-    openengine::v1::GenerateRequest req;
-    req.mutable_token_ids()->mutable_ids()->Add(1);
-    req.mutable_stopping()->set_max_tokens(4);
-    auto reader = stub->Generate(&ctx, req);
-    openengine::v1::GenerateResponse resp;
-    CHECK_FALSE(reader->Read(&resp));
-    CHECK(reader->Finish().error_code() ==
-          grpc::StatusCode::RESOURCE_EXHAUSTED);
-  }
+  CHECK(generate_on(endpoint, "worker-0").error_code() ==
+        grpc::StatusCode::RESOURCE_EXHAUSTED);
   CHECK(running(c) == 2);
   CHECK(sidecar_metric(
           c, 0, R"(outrider_relay_requests_total{outcome="refused"})") == 2);

@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "openengine.grpc.pb.h"
 #include "tests/e2e/sidecar_process.hpp"
 #include "tests/e2e/sim_process.hpp"
 #include "vllm.grpc.pb.h"
@@ -257,6 +258,27 @@ struct cluster {
 
 // A copy of worker-0's record under another id, its relay at `relay`
 // (a planted, copied or stale record).
+// One Generate of two tokens straight to `relay`, naming `worker` (none:
+// empty), read to its end: how it ended.
+inline grpc::Status generate_on(const std::string& relay,
+                                const std::string& worker) {
+  auto stub = openengine::v1::Inference::NewStub(
+    grpc::CreateChannel(relay, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + allowed(10s));
+  if (!worker.empty())
+    ctx.AddMetadata("x-outrider-worker", worker);
+  openengine::v1::GenerateRequest req;
+  for (uint32_t t : tokens(400, 8))
+    req.mutable_token_ids()->add_ids(t);
+  req.mutable_stopping()->set_max_tokens(2);
+  auto reader = stub->Generate(&ctx, req);
+  openengine::v1::GenerateResponse resp;
+  while (reader->Read(&resp)) {
+  }
+  return reader->Finish();
+}
+
 inline void plant_record(const cluster& c, const std::string& id,
                          const std::string& relay) {
   std::ifstream in{c.discovery.path / "worker-0.json"};
