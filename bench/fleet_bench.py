@@ -149,7 +149,8 @@ def run_size(args, n):
          "--num-gpu-blocks-override", str(args.blocks),
          "--shared-prefix-blocks", str(args.system_blocks),
          "--kv-batches-per-second", str(args.rate),
-         "--kv-blocks-per-batch", str(args.blocks_per_batch)],
+         "--kv-blocks-per-batch", str(args.blocks_per_batch),
+         "--relay-mux", args.relay_mux],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     router = None
     try:
@@ -161,9 +162,8 @@ def run_size(args, n):
             [args.outrider, "--role", "router", "--discovery-dir", tmp,
              "--http-port", str(http), "--system-port", str(status),
              "--grpc-port", "0", "--log-level", "warn",
-             # The fleet's relays serve a stream per request only (no
-             # RelayMux): relay, as every fleet table in
-             # docs/benchmarks.md ran; mux measures the fallback.
+             # mux (the router's default) or relay; with --relay-mux
+             # false, mux measures the router's fallback.
              "--dispatch", args.dispatch],
             stdout=subprocess.DEVNULL, stderr=log)
         known = None
@@ -235,9 +235,12 @@ def main():
                     help="seconds between every worker known and the load")
     ap.add_argument("--join-timeout", type=float, default=300)
     ap.add_argument("--concurrency", type=int, default=16)
-    ap.add_argument("--dispatch", default="relay", choices=["relay", "mux"],
-                    help="the router's --dispatch (the fleet's relays have "
-                    "no RelayMux: mux measures the router's fallback)")
+    ap.add_argument("--dispatch", default="mux", choices=["relay", "mux"],
+                    help="the router's --dispatch (the fleet tables of "
+                    "docs/benchmarks.md before 2026-12-06 ran relay)")
+    ap.add_argument("--relay-mux", default="true", choices=["true", "false"],
+                    help="whether the fleet's relays serve RelayMux (false: "
+                    "as older sidecars; a mux router falls back)")
     ap.add_argument("--rate", type=float, default=0.5,
                     help="KV batches per second per worker (cache churn)")
     ap.add_argument("--blocks-per-batch", type=int, default=16)

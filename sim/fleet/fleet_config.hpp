@@ -16,6 +16,10 @@ struct fleet_config {
   uint16_t grpc_port = 50051; // every worker's relay and engine endpoint
   /// Where the workers' records go (file discovery, as sidecars write them).
   std::string discovery_dir;
+  /// NATS servers (comma-separated): the records go to NATS's bucket
+  /// instead and every batch also to the NATS event plane, as sidecars run
+  /// with `--discovery nats --event-plane nats`. Empty: no NATS.
+  std::string nats_url;
   std::string model = "sim-model";
   std::string worker_prefix = "fleet-"; // worker i is <prefix><i>
   uint32_t block_size = 16;
@@ -31,6 +35,8 @@ struct fleet_config {
   double prefill_ms_per_block = 0;
   double token_ms = 0;
   uint64_t seed = 1;
+  /// Serve RelayMux (false: a stream per request only, as older relays).
+  bool relay_mux = true;
 };
 
 struct fleet_parse_result {

@@ -9,6 +9,67 @@ namespace oe = openengine::v1;
 using grpc::Status;
 using grpc::StatusCode;
 
+std::optional<fleet_generation>
+fleet_generation::admit(fleet_state& f, fleet_worker& w,
+                        const oe::GenerateRequest& in, Status* refuse) {
+  if (!in.has_token_ids() || in.token_ids().ids_size() == 0) {
+    *refuse = {StatusCode::INVALID_ARGUMENT, "send token_ids"};
+    return std::nullopt;
+  }
+  std::vector<uint32_t> prompt(in.token_ids().ids().begin(),
+                               in.token_ids().ids().end());
+  size_t full = prompt.size() / f.cfg.block_size;
+  size_t hit = w.run(prompt);
+  // At least one token is computed, as an engine does.
+  if (hit * f.cfg.block_size >= prompt.size() && hit > 0)
+    --hit;
+  ++f.requests;
+  f.prompt_blocks += full;
+  f.cached_blocks += hit;
+  fleet_generation g;
+  g.worker_ = w.index();
+  g.max_tokens_ = in.stopping().has_max_tokens()
+                    ? std::max<uint32_t>(1, in.stopping().max_tokens())
+                    : 16;
+  g.id_ = in.request_id().empty() ? "fleet-" + std::to_string(f.requests.load())
+                                  : in.request_id();
+  g.prompt_ = static_cast<uint32_t>(prompt.size());
+  g.cached_ = static_cast<uint32_t>(hit) * f.cfg.block_size;
+  g.prefill_blocks_ = full - hit;
+  return g;
+}
+
+double fleet_generation::wait_ms(const fleet_config& c) const {
+  if (step_ == 1) // the prompt's size sent: its prefill
+    return c.prefill_ms_per_block * static_cast<double>(prefill_blocks_);
+  if (step_ >= 2 && step_ <= max_tokens_) // between tokens
+    return c.token_ms;
+  return 0; // the prompt's size, and the finish after the last token
+}
+
+oe::GenerateResponse fleet_generation::next(fleet_state& f) {
+  oe::GenerateResponse r;
+  r.set_request_id(id_);
+  if (step_ == 0) {
+    r.mutable_prompt()->set_num_prompt_tokens(prompt_);
+  } else if (step_ <= max_tokens_) {
+    auto* t = r.mutable_token();
+    t->set_output_index(0);
+    // Any ids do: the fleet measures routing, not text.
+    t->add_tokens()->set_token_id(1000 + ((step_ - 1) % 1000));
+    ++f.tokens;
+  } else {
+    r.mutable_finished()->set_reason(oe::FINISH_REASON_LENGTH);
+    auto* u = r.mutable_usage();
+    u->set_prompt_tokens(prompt_);
+    u->set_completion_tokens(max_tokens_);
+    u->set_total_tokens(prompt_ + max_tokens_);
+    u->set_cached_prompt_tokens(cached_);
+  }
+  ++step_;
+  return r;
+}
+
 namespace {
 
 class gen_call;
@@ -18,24 +79,16 @@ struct gen_state {
   gen_call* call = nullptr; // guarded by mtx; null once gRPC is done
 };
 
-// One request on the shared engine core: the prompt's size, the first
-// token after the uncached blocks' prefill time, then one token per
-// `token_ms`, then the finish with usage.
+// One request's stream: each message written after the one before and the
+// engine's pause between them.
 class gen_call final : public grpc::ServerWriteReactor<oe::GenerateResponse> {
  public:
-  gen_call(fleet_state& f, size_t worker, std::string id, uint32_t prompt,
-           size_t hit_blocks, size_t full_blocks, uint32_t max_tokens)
-    : f_(f), worker_(worker), id_(std::move(id)), prompt_(prompt),
-      cached_(static_cast<uint32_t>(hit_blocks) * f.cfg.block_size),
-      prefill_blocks_(full_blocks - hit_blocks), max_tokens_(max_tokens),
-      st_(std::make_shared<gen_state>()) {
+  gen_call(fleet_state& f, fleet_generation g)
+    : f_(f), g_(std::move(g)), st_(std::make_shared<gen_state>()) {
     st_->call = this;
-    ++f_.running[worker_];
+    ++f_.running[g_.worker()];
     std::lock_guard<std::mutex> guard{st_->mtx};
-    oe::GenerateResponse r;
-    r.set_request_id(id_);
-    r.mutable_prompt()->set_num_prompt_tokens(prompt_);
-    write(std::move(r));
+    write(g_.next(f_));
   }
 
   void OnWriteDone(bool ok) override {
@@ -43,22 +96,20 @@ class gen_call final : public grpc::ServerWriteReactor<oe::GenerateResponse> {
     writing_ = false;
     if (!ok || cancelled_)
       return finish({StatusCode::CANCELLED, "the client went away"});
-    if (done_)
+    if (!g_.more())
       return finish(Status::OK);
-    double ms = sent_ == 0 ? f_.cfg.prefill_ms_per_block *
-                               static_cast<double>(prefill_blocks_)
-                           : f_.cfg.token_ms;
-    if (ms <= 0 || sent_ >= max_tokens_)
-      return next();
+    double ms = g_.wait_ms(f_.cfg);
+    if (ms <= 0)
+      return write(g_.next(f_));
     waiting_ = true;
-    auto when = fleet_timer::clock::now() +
-                std::chrono::duration_cast<fleet_timer::clock::duration>(
-                  std::chrono::duration<double, std::milli>(ms));
-    f_.timer.at(when, [st = st_] {
-      std::lock_guard<std::mutex> guard{st->mtx};
-      if (st->call)
-        st->call->resume();
-    });
+    f_.timer.at(fleet_timer::clock::now() +
+                  std::chrono::duration_cast<fleet_timer::clock::duration>(
+                    std::chrono::duration<double, std::milli>(ms)),
+                [st = st_] {
+                  std::lock_guard<std::mutex> guard{st->mtx};
+                  if (st->call)
+                    st->call->resume();
+                });
   }
 
   void OnCancel() override {
@@ -73,7 +124,7 @@ class gen_call final : public grpc::ServerWriteReactor<oe::GenerateResponse> {
       std::lock_guard<std::mutex> guard{st_->mtx};
       st_->call = nullptr;
     }
-    --f_.running[worker_];
+    --f_.running[g_.worker()];
     delete this;
   }
 
@@ -83,30 +134,7 @@ class gen_call final : public grpc::ServerWriteReactor<oe::GenerateResponse> {
     waiting_ = false;
     if (cancelled_)
       return finish({StatusCode::CANCELLED, "the client went away"});
-    next();
-  }
-
-  // Under st_->mtx: the next token, or the finish.
-  void next() {
-    oe::GenerateResponse r;
-    r.set_request_id(id_);
-    if (sent_ < max_tokens_) {
-      auto* t = r.mutable_token();
-      t->set_output_index(0);
-      // Any ids do: the fleet measures routing, not text.
-      t->add_tokens()->set_token_id(1000 + (sent_ % 1000));
-      ++sent_;
-      ++f_.tokens;
-    } else {
-      r.mutable_finished()->set_reason(oe::FINISH_REASON_LENGTH);
-      auto* u = r.mutable_usage();
-      u->set_prompt_tokens(prompt_);
-      u->set_completion_tokens(sent_);
-      u->set_total_tokens(prompt_ + sent_);
-      u->set_cached_prompt_tokens(cached_);
-      done_ = true;
-    }
-    write(std::move(r));
+    write(g_.next(f_));
   }
 
   void write(oe::GenerateResponse r) {
@@ -123,14 +151,10 @@ class gen_call final : public grpc::ServerWriteReactor<oe::GenerateResponse> {
   }
 
   fleet_state& f_;
-  size_t worker_;
-  std::string id_;
-  uint32_t prompt_, cached_;
-  size_t prefill_blocks_;
-  uint32_t max_tokens_, sent_ = 0;
+  fleet_generation g_;
   std::shared_ptr<gen_state> st_;
   oe::GenerateResponse current_;
-  bool writing_ = false, waiting_ = false, cancelled_ = false, done_ = false,
+  bool writing_ = false, waiting_ = false, cancelled_ = false,
        finished_ = false;
 };
 
@@ -146,27 +170,11 @@ class inference final : public oe::Inference::CallbackService {
     if (!w)
       return new refusal<oe::GenerateResponse>(
         {StatusCode::FAILED_PRECONDITION, why});
-    if (!in->has_token_ids() || in->token_ids().ids_size() == 0)
-      return new refusal<oe::GenerateResponse>(
-        {StatusCode::INVALID_ARGUMENT, "send token_ids"});
-    std::vector<uint32_t> prompt(in->token_ids().ids().begin(),
-                                 in->token_ids().ids().end());
-    size_t full = prompt.size() / f_.cfg.block_size;
-    size_t hit = w->run(prompt);
-    // At least one token is computed, as an engine does.
-    if (hit * f_.cfg.block_size >= prompt.size() && hit > 0)
-      --hit;
-    ++f_.requests;
-    f_.prompt_blocks += full;
-    f_.cached_blocks += hit;
-    uint32_t max = in->stopping().has_max_tokens()
-                     ? std::max<uint32_t>(1, in->stopping().max_tokens())
-                     : 16;
-    auto id = in->request_id().empty()
-                ? "fleet-" + std::to_string(f_.requests.load())
-                : in->request_id();
-    return new gen_call(f_, w->index(), std::move(id),
-                        static_cast<uint32_t>(prompt.size()), hit, full, max);
+    Status refuse;
+    auto g = fleet_generation::admit(f_, *w, *in, &refuse);
+    if (!g)
+      return new refusal<oe::GenerateResponse>(std::move(refuse));
+    return new gen_call(f_, std::move(*g));
   }
 
  private:

@@ -18,6 +18,7 @@ constexpr option_key<int64_t> fleet{"fleet"};
 constexpr option_key<std::string> host{"host"};
 constexpr option_key<int64_t> grpc_port{"grpc-port"};
 constexpr option_key<std::string> discovery_dir{"discovery-dir"};
+constexpr option_key<std::string> nats_url{"nats-url"};
 constexpr option_key<std::string> model{"served-model-name"};
 constexpr option_key<std::string> prefix{"worker-id-prefix"};
 constexpr option_key<int64_t> block_size{"block-size"};
@@ -28,6 +29,7 @@ constexpr option_key<int64_t> per_batch{"kv-blocks-per-batch"};
 constexpr option_key<double> prefill_ms{"prefill-ms-per-block"};
 constexpr option_key<double> token_ms{"token-ms"};
 constexpr option_key<int64_t> seed{"seed"};
+constexpr option_key<bool> relay_mux{"relay-mux"};
 } // namespace key
 
 option_spec integer(const char* name, uint64_t def, std::string help,
@@ -69,6 +71,17 @@ option_spec text(const char* name, std::string def, std::string help,
   return s;
 }
 
+option_spec boolean(const char* name, bool def, std::string help,
+                    std::string example) {
+  option_spec s;
+  s.key = name;
+  s.type = ot::boolean;
+  s.default_value = def ? "true" : "false";
+  s.help = std::move(help);
+  s.example = std::move(example);
+  return s;
+}
+
 // The defaults are fleet_config's, so the help cannot drift from what runs.
 const std::vector<option_spec>& fleet_specs() {
   static const std::vector<option_spec> specs = [] {
@@ -83,8 +96,14 @@ const std::vector<option_spec>& fleet_specs() {
               "--grpc-port 50052", 1, 65535),
       text("discovery-dir", "",
            "where the workers' records are written (file discovery, as "
-           "sidecars write them; required)",
+           "sidecars write them; required unless --nats-url)",
            "--discovery-dir /tmp/fleet"),
+      text("nats-url", "",
+           "NATS servers, comma-separated: the records go to NATS's bucket "
+           "instead of --discovery-dir and every KV batch (and a heartbeat "
+           "a second) to the NATS event plane as well, as sidecars with "
+           "--discovery nats --event-plane nats",
+           "--nats-url nats://127.0.0.1:4222"),
       text("served-model-name", c.model, "model name",
            "--served-model-name llama"),
       text("worker-id-prefix", c.worker_prefix, "worker i is named <prefix><i>",
@@ -116,6 +135,10 @@ const std::vector<option_spec>& fleet_specs() {
              "--token-ms 20", 60000),
       integer("seed", c.seed, "the churn's token ids", "--seed 7", 0,
               INT64_MAX),
+      boolean("relay-mux", c.relay_mux,
+              "serve RelayMux (many requests on one stream, as sidecars "
+              "do); false: a stream per request only, as older relays",
+              "--relay-mux false"),
     };
   }();
   return specs;
@@ -124,7 +147,8 @@ const std::vector<option_spec>& fleet_specs() {
 std::string help_text() {
   return "outrider-sim --fleet N: N simulated workers in one process, each "
          "with its own\nKV cache, record and event stream, answering "
-         "OpenEngine Generate, GetLoad and\nSubscribeKvEvents on one port "
+         "OpenEngine Generate, GetLoad,\nSubscribeKvEvents and RelayMux on one "
+         "port "
          "from one engine core (docs/sim.md, \"A fleet\").\n\nOptions:\n" +
          runtime::option_list_text(fleet_specs(), false) +
          "  -h, --help     this text\n";
@@ -156,6 +180,7 @@ fleet_parse_result parse_fleet_options(const std::vector<std::string>& args) {
   c.host = o.get(key::host);
   c.grpc_port = static_cast<uint16_t>(o.get(key::grpc_port));
   c.discovery_dir = o.get(key::discovery_dir);
+  c.nats_url = o.get(key::nats_url);
   c.model = o.get(key::model);
   c.worker_prefix = o.get(key::prefix);
   c.block_size = static_cast<uint32_t>(o.get(key::block_size));
@@ -166,9 +191,11 @@ fleet_parse_result parse_fleet_options(const std::vector<std::string>& args) {
   c.prefill_ms_per_block = o.get(key::prefill_ms);
   c.token_ms = o.get(key::token_ms);
   c.seed = static_cast<uint64_t>(o.get(key::seed));
-  if (c.workers == 0 || c.discovery_dir.empty()) {
+  c.relay_mux = o.get(key::relay_mux);
+  if (c.workers == 0 || (c.discovery_dir.empty() && c.nats_url.empty())) {
     out.what = fleet_parse_result::error;
-    out.message = "--fleet N (at least 1) and --discovery-dir are required";
+    out.message =
+      "--fleet N (at least 1) and --discovery-dir (or --nats-url) are required";
   } else if (c.shared_prefix_blocks + c.blocks_per_batch >
              c.blocks_per_worker) {
     out.what = fleet_parse_result::error;

@@ -6,6 +6,8 @@
 #include <thread>
 
 #include "cluster/discovery.hpp"
+#include "cluster/nats_discovery.hpp"
+#include "cluster/nats_kv_plane.hpp"
 #include "runtime/errors.hpp"
 #include "sim/fleet/fleet_server.hpp"
 #include "sim/token_stream.hpp"
@@ -58,6 +60,40 @@ void churn(fleet_state& f, const std::atomic<bool>& stop) {
   }
 }
 
+// A worker's batches on the NATS event plane, as a sidecar's publisher sends
+// them (actors/sidecar/kv_publisher.cpp): epoch 1, as the fleet's relay
+// answers snapshots; the position is the batch's sequence number.
+class nats_sink final : public fleet_sink {
+ public:
+  nats_sink(cluster::nats_kv_plane& plane, std::string worker)
+    : plane_(plane), worker_(std::move(worker)) {}
+  bool push(kv_response_ptr batch) override {
+    cluster::kv_plane_message m;
+    m.worker_id = worker_;
+    m.epoch = 1;
+    m.position = batch->batch().sequence_number();
+    m.batch = batch->batch().SerializeAsString();
+    plane_.publish(m); // best effort, as a sidecar's
+    return true;
+  }
+
+ private:
+  cluster::nats_kv_plane& plane_;
+  std::string worker_;
+};
+
+cluster::nats_config nats_of(const fleet_config& cfg) {
+  cluster::nats_config c;
+  c.urls.clear();
+  for (size_t at = 0; at <= cfg.nats_url.size();) {
+    auto comma = std::min(cfg.nats_url.find(',', at), cfg.nats_url.size());
+    if (comma > at)
+      c.urls.push_back(cfg.nats_url.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return c;
+}
+
 } // namespace
 
 int run_fleet(const fleet_config& cfg) {
@@ -85,31 +121,67 @@ int run_fleet(const fleet_config& cfg) {
     std::fprintf(stderr, "outrider-sim: error: %s\n", why.c_str());
     return 1;
   }
-  cluster::file_discovery disc{cfg.discovery_dir, std::chrono::seconds{30}};
-  if (auto err = disc.open()) {
+  // Records in the directory, or in NATS's bucket with the batches on the
+  // NATS event plane too (the relay's SubscribeKvEvents still answers the
+  // routers' snapshots).
+  std::unique_ptr<cluster::discovery> disc;
+  std::unique_ptr<cluster::nats_kv_plane> plane;
+  std::vector<std::shared_ptr<nats_sink>> nats_sinks;
+  if (cfg.nats_url.empty()) {
+    disc = std::make_unique<cluster::file_discovery>(cfg.discovery_dir,
+                                                     std::chrono::seconds{30});
+  } else {
+    disc = std::make_unique<cluster::nats_discovery>(nats_of(cfg));
+    plane = std::make_unique<cluster::nats_kv_plane>(nats_of(cfg));
+    if (auto err = plane->open()) {
+      std::fprintf(stderr, "outrider-sim: error: %s\n", describe(err).c_str());
+      return 1;
+    }
+    for (auto& w : fleet->workers) {
+      nats_sinks.push_back(std::make_shared<nats_sink>(*plane, w->id()));
+      w->follow(nats_sinks.back()); // held weakly there
+    }
+  }
+  if (auto err = disc->open()) {
     std::fprintf(stderr, "outrider-sim: error: %s\n", describe(err).c_str());
     return 1;
   }
   for (const auto& w : fleet->workers)
-    if (auto err = disc.put(record_of(cfg, w->id()))) {
+    if (auto err = disc->put(record_of(cfg, w->id()))) {
       std::fprintf(stderr, "outrider-sim: error: %s\n", describe(err).c_str());
       return 1;
     }
   std::printf("outrider-sim fleet: %u workers on %s:%u, records in %s\n",
               cfg.workers, cfg.host.c_str(), cfg.grpc_port,
-              cfg.discovery_dir.c_str());
+              cfg.nats_url.empty() ? cfg.discovery_dir.c_str()
+                                   : cfg.nats_url.c_str());
   std::fflush(stdout);
 
   std::atomic<bool> stop{false};
   std::thread churner;
   if (cfg.batches_per_second > 0)
     churner = std::thread([&] { churn(*fleet, stop); });
-  // The records' leases (a sidecar refreshes its own the same way).
+  // The records' leases every 3 s (a sidecar refreshes its own the same
+  // way) and, on NATS, each worker's heartbeat every second (its last
+  // position, as a sidecar's publisher repeats it).
   std::thread leases([&] {
-    while (!stop) {
-      for (size_t i = 0; i < fleet->workers.size() && !stop; ++i)
-        disc.keep_alive(fleet->workers[i]->id());
-      for (int i = 0; i < 30 && !stop; ++i)
+    for (uint64_t second = 0; !stop; ++second) {
+      if (plane)
+        for (size_t i = 0; i < fleet->workers.size() && !stop; ++i) {
+          const auto& w = *fleet->workers[i];
+          w.at_position([&](uint64_t position) {
+            cluster::kv_plane_message hb;
+            hb.worker_id = w.id();
+            hb.epoch = 1;
+            hb.position = position;
+            hb.heartbeat = true;
+            plane->publish(hb);
+          });
+        }
+      if (second % 3 == 0)
+        for (size_t i = 0; i < fleet->workers.size() && !stop; ++i)
+          disc->keep_alive(fleet->workers[i]->id());
+      for (int i = 0; i < 10 && !stop; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds{100});
     }
   });
@@ -120,7 +192,7 @@ int run_fleet(const fleet_config& cfg) {
     churner.join();
   leases.join();
   for (const auto& w : fleet->workers)
-    disc.remove(w->id());
+    disc->remove(w->id());
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds{2});
   uint64_t batches = 0;
   for (const auto& w : fleet->workers)

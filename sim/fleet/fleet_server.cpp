@@ -212,6 +212,8 @@ start_fleet_server(fleet_state& fleet,
                    std::vector<std::unique_ptr<grpc::Service>>& services,
                    std::string* why) {
   services.push_back(make_fleet_inference(fleet));
+  if (fleet.cfg.relay_mux)
+    services.push_back(make_fleet_mux(fleet));
   services.push_back(std::make_unique<control>(fleet));
   grpc::ServerBuilder b;
   int port = 0;

@@ -91,6 +91,11 @@ void fleet_worker::subscribe(const std::shared_ptr<fleet_sink>& sink) {
     sinks_.push_back(sink);
 }
 
+void fleet_worker::follow(const std::shared_ptr<fleet_sink>& sink) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  sinks_.push_back(sink);
+}
+
 uint64_t fleet_worker::batches() const {
   std::lock_guard<std::mutex> guard{mtx_};
   return seq_;

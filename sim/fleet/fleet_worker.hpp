@@ -48,8 +48,22 @@ class fleet_worker {
   /// parents first), then every batch from now on, in order.
   void subscribe(const std::shared_ptr<fleet_sink>& sink);
 
+  /// A subscriber that takes every batch from now on and no snapshot (the
+  /// NATS event plane: routers take their snapshots from the relay). Held
+  /// weakly, as every subscriber: the caller keeps it.
+  void follow(const std::shared_ptr<fleet_sink>& sink);
+
   /// Batches published so far.
   uint64_t batches() const;
+
+  /// Calls `fn` with the position of the last batch, under the worker's
+  /// lock: no batch is published meanwhile (a heartbeat never claims a
+  /// batch that is not out yet). `fn` must not block.
+  template <class Fn>
+  void at_position(Fn&& fn) const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    fn(seq_);
+  }
 
  private:
   // Under mtx_: one batch of `events` to every live subscriber.

@@ -1,6 +1,11 @@
 // `outrider-sim --fleet N` (sim/fleet/): many workers in one process, each
 // with its own record, cache and KV stream, as a router meets a fleet.
 
+#include <atomic>
+#include <thread>
+
+#include "tests/e2e/nats_server.hpp"
+#include "tests/e2e/raw_mux.hpp"
 #include "tests/e2e/router_cluster.hpp"
 
 using namespace outrider::test;
@@ -107,9 +112,12 @@ TEST_CASE("outrider-sim --fleet refuses what it cannot run") {
   CHECK(help.output().find("--kv-batches-per-second") != std::string::npos);
 }
 
-TEST_CASE("mux fallback: in front of relays that do not serve RelayMux (the "
-          "fleet simulator's) each request goes as a Generate stream") {
-  fleet_cluster c{4, {"--shared-prefix-blocks", "8"}, {"--dispatch", "mux"}};
+TEST_CASE("mux fallback: in front of relays that do not serve RelayMux (a "
+          "fleet run with --relay-mux false) each request goes as a Generate "
+          "stream") {
+  fleet_cluster c{4,
+                  {"--shared-prefix-blocks", "8", "--relay-mux", "false"},
+                  {"--dispatch", "mux"}};
   REQUIRE(eventually([&] { return c.metric("outrider_router_workers") == 4; },
                      allowed(30s)));
   for (uint32_t i = 0; i < 6; ++i) {
@@ -120,4 +128,107 @@ TEST_CASE("mux fallback: in front of relays that do not serve RelayMux (the "
   CHECK(c.metric("outrider_router_migrations_total") == 0);
   CHECK(c.router->output().find("does not serve RelayMux") !=
         std::string::npos);
+}
+
+TEST_CASE("the fleet's RelayMux: a router's default dispatch rides it, "
+          "requests end as their sizes say, a cancel ends one at once") {
+  // 20 ms a token: a request of 1,000 runs 20 s unless cancelled.
+  fleet_cluster c{4, {"--shared-prefix-blocks", "8", "--token-ms", "20"}};
+  REQUIRE(eventually([&] { return c.metric("outrider_router_workers") == 4; },
+                     allowed(30s)));
+  // Through the router (mux, the default): 8 at once, each its 6 tokens.
+  std::vector<std::thread> clients;
+  std::atomic<int> whole{0};
+  for (uint32_t i = 0; i < 8; ++i)
+    clients.emplace_back([&, i] {
+      auto out = complete_on(
+        c.http_port, concat(system_prompt(32), tokens(9000 + 50 * i, 8)), 6);
+      if (out["choices"].size() == 1 &&
+          out["usage"]["completion_tokens"] == 6 &&
+          out["usage"]["prompt_tokens_details"]["cached_tokens"] == 32)
+        ++whole;
+    });
+  for (auto& t : clients)
+    t.join();
+  CHECK(whole == 8);
+  CHECK(c.router->output().find("does not serve RelayMux") ==
+        std::string::npos);
+  CHECK(c.metric("outrider_router_migrations_total") == 0);
+
+  // A raw stream to one worker.
+  auto endpoint = "127.0.0.1:" + std::to_string(c.fleet_port);
+  raw_mux m{endpoint, "fleet-1"};
+  CHECK(m.open(1, tokens(500, 8), 1000));
+  CHECK(m.open(1, tokens(600, 8), 5)); // an id already open
+  auto [before, refused] = m.until_done(1);
+  CHECK(refused == static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+  CHECK(m.open(2, tokens(700, 8), 5));
+  auto [five, ok] = m.until_done(2);
+  CHECK(ok == 0);
+  CHECK(five == std::vector<uint32_t>{1000, 1001, 1002, 1003, 1004});
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(m.cancel(1));
+  auto [some, cancelled] = m.until_done(1);
+  CHECK(cancelled == static_cast<int>(grpc::StatusCode::CANCELLED));
+  CHECK(some.size() < 1000);
+  CHECK(std::chrono::steady_clock::now() - t0 < allowed(5s));
+  m.rw->WritesDone();
+  CHECK(m.rw->Finish().ok());
+
+  // A stream naming no worker of the fleet ends before any request.
+  raw_mux stranger{endpoint, "worker-9"};
+  stranger.open(1, tokens(100, 8), 4);
+  mx::MuxResponse r;
+  CHECK_FALSE(stranger.rw->Read(&r));
+  CHECK(stranger.rw->Finish().error_code() ==
+        grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_CASE("a fleet on NATS: 100 workers' records in the bucket, their "
+          "batches and heartbeats on the NATS event plane, a router follows") {
+  nats_server n;
+  fleet_cluster c{
+    100,
+    {"--nats-url", n.url(), "--shared-prefix-blocks", "8",
+     "--kv-batches-per-second", "2", "--kv-blocks-per-batch", "4"},
+    {"--discovery", "nats", "--nats-url", n.url(), "--event-plane", "nats"}};
+  // Every record read from the bucket, every worker's snapshot taken.
+  CHECK(eventually([&] { return c.metric("outrider_router_workers") == 100; },
+                   allowed(30s)));
+  CHECK(eventually(
+    [&] { return c.metric("outrider_router_index_entries") >= 100 * 8; },
+    allowed(20s)));
+  // Churn arrives over NATS (the fleet's directory stays empty: no file
+  // records), stamped, so the router measures its lag.
+  CHECK(std::filesystem::is_empty(c.discovery.path));
+  auto lagged = c.metric("outrider_router_kv_event_lag_seconds_count");
+  CHECK(eventually(
+    [&] {
+      return c.metric("outrider_router_kv_event_lag_seconds_count") >=
+             lagged + 200;
+    },
+    allowed(20s)));
+  // Positions follow on: heartbeats repeat the last one, no batch is
+  // missed, so no worker was resynchronised after its start.
+  for (const char* why : {"gap", "heartbeat", "epoch"}) {
+    INFO(why);
+    CHECK(c.metric(std::string{"outrider_router_kv_resyncs_total{reason=\""} +
+                   why + "\"}") <= 0);
+  }
+  // A prompt of its own: cached on one worker (its batch went over NATS),
+  // then routed back there.
+  auto own = concat(system_prompt(32), tokens(20000, 64));
+  REQUIRE(complete_on(c.http_port, own, 2)["choices"].size() == 1);
+  CHECK(eventually(
+    [&] {
+      auto again = complete_on(c.http_port, own, 2);
+      return again["usage"]["prompt_tokens_details"]["cached_tokens"]
+               .get<int>() >= 92;
+    },
+    allowed(10s)));
+  // Stopped, the fleet deletes its records from the bucket.
+  c.fleet->signal(SIGTERM);
+  REQUIRE(c.fleet->wait(30s).value_or(-1) == 0);
+  CHECK(eventually([&] { return c.metric("outrider_router_workers") == 0; },
+                   allowed(20s)));
 }
