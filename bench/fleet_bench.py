@@ -13,6 +13,7 @@ fleet size of the same run.
 
   bench/fleet_bench.py --workers 100,1000,10000 --seconds 20
   bench/fleet_bench.py --rate 0.5 --json /tmp/churn.json --label "churn 0.5/s"
+  bench/fleet_bench.py --workers 1000 --nats       # NATS discovery and plane
   bench/plot_fleet.py docs/fleet_decisions.png /tmp/quiet.json /tmp/churn.json
   bench/fleet_bench.py --help
 
@@ -143,6 +144,26 @@ def run_size(args, n):
     log = tempfile.NamedTemporaryFile(prefix="outrider-fleet-router-",
                                       suffix=".log", delete=False)
     fleet_port, http, status = free_port(), free_port(), free_port()
+    nats, nats_flags, fleet_nats = None, [], []
+    if args.nats:
+        # A real nats-server with JetStream (the records' bucket), its store
+        # in the run's directory.
+        nats_port = free_port()
+        url = f"nats://127.0.0.1:{nats_port}"
+        nats = subprocess.Popen(
+            [args.nats_server, "-a", "127.0.0.1", "-p", str(nats_port), "-js",
+             "-sd", os.path.join(tmp, "..", os.path.basename(tmp) + "-nats")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", nats_port), 1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        fleet_nats = ["--nats-url", url]
+        nats_flags = ["--discovery", "nats", "--nats-url", url,
+                      "--event-plane", "nats"]
     fleet = subprocess.Popen(
         [args.sim, "--fleet", str(n), "--grpc-port", str(fleet_port),
          "--discovery-dir", tmp, "--block-size", str(BLOCK),
@@ -150,13 +171,14 @@ def run_size(args, n):
          "--shared-prefix-blocks", str(args.system_blocks),
          "--kv-batches-per-second", str(args.rate),
          "--kv-blocks-per-batch", str(args.blocks_per_batch),
-         "--relay-mux", args.relay_mux],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         "--relay-mux", args.relay_mux] + fleet_nats,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     router = None
     try:
-        deadline = time.monotonic() + 120
-        while len(os.listdir(tmp)) < n and time.monotonic() < deadline:
-            time.sleep(0.1)
+        # The fleet says so once every record is written (or it exits).
+        line = fleet.stdout.readline()
+        if "records in" not in line:
+            raise RuntimeError(f"the fleet did not start: {line!r}")
         t0 = time.monotonic()
         router = subprocess.Popen(
             [args.outrider, "--role", "router", "--discovery-dir", tmp,
@@ -164,7 +186,7 @@ def run_size(args, n):
              "--grpc-port", "0", "--log-level", "warn",
              # mux (the router's default) or relay; with --relay-mux
              # false, mux measures the router's fallback.
-             "--dispatch", args.dispatch],
+             "--dispatch", args.dispatch] + nats_flags,
             stdout=subprocess.DEVNULL, stderr=log)
         known = None
         while time.monotonic() < t0 + args.join_timeout:
@@ -215,7 +237,7 @@ def run_size(args, n):
                          "the router's last lines:\n" + "".join(tail))
         raise
     finally:
-        for p in (router, fleet):
+        for p in (router, fleet, nats):
             if p:
                 p.terminate()
                 try:
@@ -223,6 +245,8 @@ def run_size(args, n):
                 except subprocess.TimeoutExpired:
                     p.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(os.path.join(tmp, "..", os.path.basename(tmp) + "-nats"),
+                      ignore_errors=True)
         log.close()
         os.unlink(log.name)
 
@@ -241,6 +265,11 @@ def main():
     ap.add_argument("--relay-mux", default="true", choices=["true", "false"],
                     help="whether the fleet's relays serve RelayMux (false: "
                     "as older sidecars; a mux router falls back)")
+    ap.add_argument("--nats", action="store_true",
+                    help="records in NATS's bucket and batches on the NATS "
+                    "event plane (a nats-server started per size) instead "
+                    "of the directory and the gRPC plane")
+    ap.add_argument("--nats-server", default="/usr/sbin/nats-server")
     ap.add_argument("--rate", type=float, default=0.5,
                     help="KV batches per second per worker (cache churn)")
     ap.add_argument("--blocks-per-batch", type=int, default=16)

@@ -87,17 +87,28 @@ caf::error nats_discovery::ensure_bucket() {
 
 void nats_discovery::seen(const std::string& key, const std::string* value) {
   std::lock_guard<std::mutex> guard{mtx_};
-  ++changes_;
   if (!value) {
     known_.erase(key);
   } else {
     std::string why;
     auto r = record_from_json(*value, &why);
-    if (r && r->worker_id == key)
-      known_[key] = {std::move(*r), clock_type::now()};
-    else
+    if (r && r->worker_id == key) {
+      auto now = clock_type::now();
+      if (auto k = known_.find(key);
+          k != known_.end() && k->second.record == *r) {
+        // A lease refreshed, the record as it was: nothing for a watcher
+        // to list again (as file discovery ignores a lease's touch). Ten
+        // thousand workers refresh 3,300 times a second: each woke the
+        // router's watcher into another listing of every record.
+        k->second.lease = now;
+        return;
+      }
+      known_[key] = {std::move(*r), now};
+    } else {
       ++invalid_;
+    }
   }
+  ++changes_;
   changed_.notify_all();
 }
 

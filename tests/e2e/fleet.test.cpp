@@ -215,6 +215,12 @@ TEST_CASE("a fleet on NATS: 100 workers' records in the bucket, their "
     CHECK(c.metric(std::string{"outrider_router_kv_resyncs_total{reason=\""} +
                    why + "\"}") <= 0);
   }
+  // The fleet refreshes 100 leases every 3 s: the router's watcher reads
+  // the records again after a pause (0.5 s or more), not on each refresh
+  // (a hundred listings in those 6 s; at 10,000 workers a busy loop).
+  auto listed = c.metric("outrider_discovery_listings_total");
+  std::this_thread::sleep_for(6s); // the window measured, not a wait
+  CHECK(c.metric("outrider_discovery_listings_total") - listed <= 30);
   // A prompt of its own: cached on one worker (its batch went over NATS),
   // then routed back there.
   auto own = concat(system_prompt(32), tokens(20000, 64));

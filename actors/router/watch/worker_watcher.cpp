@@ -136,6 +136,10 @@ void worker_watcher::run() {
     "outrider_discovery_self_records_total",
     "Worker records refused because their relay is this router's address "
     "(counted each time discovery is read)");
+  auto& listings = runtime::global_metrics().get_counter(
+    "outrider_discovery_listings_total",
+    "Times the router read every worker record (on a change, or after a "
+    "pause of 0.5-5 s)");
   while (!stopping_) {
     if (!router_->get()) {
       // The supervisor has not started the router actor yet: its slot
@@ -167,6 +171,7 @@ void worker_watcher::run() {
     size_t invalid = 0;
     auto cpu_began = thread_cpu();
     auto records = disc_->list(&invalid);
+    listings.inc();
     invalid_records.inc(invalid);
     if (!records.empty() && records == last_listing_) {
       // Nothing changed (the common case at fleet size: records change as
