@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "actors/sidecar/relay_impl.hpp"
+#include "cluster/engine/mux_outbox.hpp"
 #include "cluster/engine/token_queue.hpp"
 #include "relay_mux.grpc.pb.h"
 
@@ -96,13 +97,12 @@ class mux_stream final
     writing_ = false;
     if (!ok) {
       gone_ = true;
-      pending_.Clear();
-      slot_.clear();
+      pending_.clear();
       guard.unlock();
       cancel_all();
       return maybe_finish();
     }
-    if (pending_.updates_size() > 0)
+    if (!pending_.empty())
       return write_next(guard);
     guard.unlock();
     maybe_finish();
@@ -123,7 +123,7 @@ class mux_stream final
     std::unique_lock<std::mutex> guard{mtx_};
     if (gone_)
       return;
-    auto& u = update_for(id);
+    auto& u = pending_.update_for(id);
     // Consecutive token events of one request merge, as the per-request
     // stream's queue merges them.
     auto n_resp = u.responses_size();
@@ -141,10 +141,7 @@ class mux_stream final
     if (leg)
       legs_.erase(id);
     if (!gone_) {
-      auto& u = update_for(id);
-      u.set_done(true);
-      u.set_code(static_cast<int32_t>(st.error_code()));
-      u.set_message(st.error_message());
+      pending_.end(id, st);
       write_next(guard);
     }
     if (guard.owns_lock())
@@ -223,22 +220,12 @@ class mux_stream final
       leg->cancel();
   }
 
-  mx::Update& update_for(uint64_t id) {
-    auto [it, fresh] =
-      slot_.try_emplace(id, static_cast<int>(pending_.updates_size()));
-    if (fresh)
-      pending_.add_updates()->set_id(id);
-    return *pending_.mutable_updates(it->second);
-  }
-
   // Starts a write of everything gathered, unless one is in flight.
   void write_next(std::unique_lock<std::mutex>& guard) {
-    if (writing_ || pending_.updates_size() == 0 || gone_)
+    if (writing_ || pending_.empty() || gone_)
       return;
     writing_ = true;
-    out_.Swap(&pending_);
-    pending_.Clear();
-    slot_.clear();
+    pending_.take(out_);
     if (draining_->load())
       out_.set_draining(true); // the router opens no more here
     guard.unlock();
@@ -252,7 +239,7 @@ class mux_stream final
     {
       std::lock_guard<std::mutex> guard{mtx_};
       if (finished_ || !reading_done_ || !legs_.empty() || writing_ ||
-          (pending_.updates_size() > 0 && !gone_))
+          (!pending_.empty() && !gone_))
         return;
       finished_ = true;
     }
@@ -265,14 +252,13 @@ class mux_stream final
   std::atomic<int> refs_{1}; // gRPC's, until OnDone; one per leg
   std::mutex mtx_;
   std::unordered_map<uint64_t, std::shared_ptr<mux_leg>> legs_; // mtx_
-  mx::MuxResponse pending_;                // mtx_: the next message
-  std::unordered_map<uint64_t, int> slot_; // mtx_: id -> its update there
-  mx::MuxResponse out_;                    // the write in flight
-  bool writing_ = false;                   // mtx_
-  bool reading_done_ = false;              // mtx_
-  bool gone_ = false;                      // mtx_: the router went
-  bool finished_ = false;                  // mtx_
-  bool counted_ = false;                   // in outrider_relay_mux_streams
+  engine::mux_outbox pending_; // mtx_: the next message
+  mx::MuxResponse out_;        // the write in flight
+  bool writing_ = false;       // mtx_
+  bool reading_done_ = false;  // mtx_
+  bool gone_ = false;          // mtx_: the router went
+  bool finished_ = false;      // mtx_
+  bool counted_ = false;       // in outrider_relay_mux_streams
 };
 
 void mux_leg::start(relay::impl& r, const mx::Open& o, engine::dialect d,

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "cluster/engine/mux_outbox.hpp"
 #include "relay_mux.grpc.pb.h"
 #include "sim/fleet/fleet_server.hpp"
 
@@ -70,8 +71,7 @@ class mux_stream final
     writing_ = false;
     if (!ok) {
       gone_ = true;
-      pending_.Clear();
-      slot_.clear();
+      pending_.clear();
     }
     write_next();
     maybe_finish();
@@ -157,37 +157,24 @@ class mux_stream final
   }
 
   // Under st_->mtx.
-  mx::Update& update_for(uint64_t id) {
-    auto [it, fresh] =
-      slot_.try_emplace(id, static_cast<int>(pending_.updates_size()));
-    if (fresh)
-      pending_.add_updates()->set_id(id);
-    return *pending_.mutable_updates(it->second);
-  }
-
   void add(uint64_t id, oe::GenerateResponse r) {
     if (!gone_)
-      *update_for(id).add_responses() = std::move(r);
+      *pending_.update_for(id).add_responses() = std::move(r);
   }
 
   void end(uint64_t id, const Status& st) {
     if (gone_)
       return;
-    auto& u = update_for(id);
-    u.set_done(true);
-    u.set_code(static_cast<int32_t>(st.error_code()));
-    u.set_message(st.error_message());
+    pending_.end(id, st);
     write_next();
   }
 
   // Under st_->mtx: a write of everything gathered, unless one is in flight.
   void write_next() {
-    if (writing_ || gone_ || finished_ || pending_.updates_size() == 0)
+    if (writing_ || gone_ || finished_ || pending_.empty())
       return;
     writing_ = true;
-    out_.Swap(&pending_);
-    pending_.Clear();
-    slot_.clear();
+    pending_.take(out_);
     StartWrite(&out_);
   }
 
@@ -195,7 +182,7 @@ class mux_stream final
   // written (or the router went): the answer.
   void maybe_finish() {
     if (finished_ || !reading_done_ || !jobs_.empty() || writing_ ||
-        (pending_.updates_size() > 0 && !gone_))
+        (!pending_.empty() && !gone_))
       return;
     finished_ = true;
     Finish(Status::OK);
@@ -208,9 +195,8 @@ class mux_stream final
   // All under st_->mtx:
   std::unordered_map<uint64_t, job> jobs_;
   uint64_t turns_ = 0;
-  mx::MuxResponse pending_;
-  std::unordered_map<uint64_t, int> slot_; // id -> its update in pending_
-  mx::MuxResponse out_;                    // the write in flight
+  engine::mux_outbox pending_; // the next message
+  mx::MuxResponse out_;        // the write in flight
   bool writing_ = false, reading_done_ = false, gone_ = false,
        finished_ = false;
 };

@@ -12,6 +12,12 @@ using namespace outrider::test;
 using json = nlohmann::json;
 
 namespace {
+
+// The first `n` of a prompt: the fleet's system prompt is tokens 1, 2, ...
+std::vector<uint32_t> system_prompt(size_t n) {
+  return tokens(1, n);
+}
+
 struct fleet_cluster {
   temp_dir discovery;
   uint16_t fleet_port = free_port();
@@ -41,12 +47,39 @@ struct fleet_cluster {
   double metric(const std::string& series) const {
     return metric_value(status, series);
   }
-};
 
-// The first `n` of a prompt: the fleet's system prompt is tokens 1, 2, ...
-std::vector<uint32_t> system_prompt(size_t n) {
-  return tokens(1, n);
-}
+  // The router knows all `workers` (their snapshots in: the shared prefix
+  // of 8 blocks each) and goes on applying their churn, stamped by the
+  // fleet (the router measures its lag): `batches` more.
+  void check_followed(int workers, double batches) const {
+    CHECK(
+      eventually([&] { return metric("outrider_router_workers") == workers; },
+                 allowed(30s)));
+    CHECK(eventually(
+      [&] { return metric("outrider_router_index_entries") >= workers * 8; },
+      allowed(20s)));
+    auto lagged = metric("outrider_router_kv_event_lag_seconds_count");
+    CHECK(eventually(
+      [&] {
+        return metric("outrider_router_kv_event_lag_seconds_count") >=
+               lagged + batches;
+      },
+      allowed(20s)));
+  }
+
+  // A prompt of its own: cached on one worker, then routed back there.
+  void check_routed_back() const {
+    auto own = concat(system_prompt(32), tokens(20000, 64));
+    REQUIRE(complete_on(http_port, own, 2)["choices"].size() == 1);
+    CHECK(eventually(
+      [&] {
+        auto again = complete_on(http_port, own, 2);
+        return again["usage"]["prompt_tokens_details"]["cached_tokens"]
+                 .get<int>() >= 92;
+      },
+      allowed(10s)));
+  }
+};
 
 } // namespace
 
@@ -55,38 +88,15 @@ TEST_CASE("a fleet of 200 simulated workers: the router knows each, follows "
   fleet_cluster c{200,
                   {"--shared-prefix-blocks", "8", "--kv-batches-per-second",
                    "2", "--kv-blocks-per-batch", "4"}};
-  // Every worker announced: each one's stream answered with its snapshot.
-  CHECK(eventually([&] { return c.metric("outrider_router_workers") == 200; },
-                   allowed(30s)));
-  // The shared prefix (8 blocks) of each, plus the churn.
-  CHECK(eventually(
-    [&] { return c.metric("outrider_router_index_entries") >= 200 * 8; },
-    allowed(20s)));
-  // Churn batches keep coming, stamped by the fleet: the router measures
-  // their lag.
-  auto lagged = c.metric("outrider_router_kv_event_lag_seconds_count");
-  CHECK(eventually(
-    [&] {
-      return c.metric("outrider_router_kv_event_lag_seconds_count") >=
-             lagged + 100;
-    },
-    allowed(20s)));
+  // Every worker announced, each one's stream answered with its
+  // snapshot, the churn followed.
+  c.check_followed(200, 100);
   // A prompt after the system prompt finds it cached wherever it goes.
   auto out =
     complete_on(c.http_port, concat(system_prompt(32), tokens(9000, 8)), 4);
   REQUIRE(out["choices"].size() == 1);
   CHECK(out["usage"]["prompt_tokens_details"]["cached_tokens"] == 32);
-  // A prompt of its own: cached on one worker, then routed back there.
-  auto own = concat(system_prompt(32), tokens(20000, 64));
-  REQUIRE(complete_on(c.http_port, own, 2)["choices"].size() == 1);
-  bool back = eventually(
-    [&] {
-      auto again = complete_on(c.http_port, own, 2);
-      return again["usage"]["prompt_tokens_details"]["cached_tokens"]
-               .get<int>() >= 92;
-    },
-    allowed(10s));
-  CHECK(back);
+  c.check_routed_back();
   // Each decision timed.
   CHECK(c.metric("outrider_router_decision_seconds_count") >= 2);
   // Stopped, the fleet withdraws its records.
@@ -192,22 +202,11 @@ TEST_CASE("a fleet on NATS: 100 workers' records in the bucket, their "
     {"--nats-url", n.url(), "--shared-prefix-blocks", "8",
      "--kv-batches-per-second", "2", "--kv-blocks-per-batch", "4"},
     {"--discovery", "nats", "--nats-url", n.url(), "--event-plane", "nats"}};
-  // Every record read from the bucket, every worker's snapshot taken.
-  CHECK(eventually([&] { return c.metric("outrider_router_workers") == 100; },
-                   allowed(30s)));
-  CHECK(eventually(
-    [&] { return c.metric("outrider_router_index_entries") >= 100 * 8; },
-    allowed(20s)));
-  // Churn arrives over NATS (the fleet's directory stays empty: no file
-  // records), stamped, so the router measures its lag.
+  // Every record read from the bucket, every worker's snapshot taken, the
+  // churn followed over NATS (the fleet's directory stays empty: no file
+  // records).
+  c.check_followed(100, 200);
   CHECK(std::filesystem::is_empty(c.discovery.path));
-  auto lagged = c.metric("outrider_router_kv_event_lag_seconds_count");
-  CHECK(eventually(
-    [&] {
-      return c.metric("outrider_router_kv_event_lag_seconds_count") >=
-             lagged + 200;
-    },
-    allowed(20s)));
   // Positions follow on: heartbeats repeat the last one, no batch is
   // missed, so no worker was resynchronised after its start.
   for (const char* why : {"gap", "heartbeat", "epoch"}) {
@@ -221,17 +220,8 @@ TEST_CASE("a fleet on NATS: 100 workers' records in the bucket, their "
   auto listed = c.metric("outrider_discovery_listings_total");
   std::this_thread::sleep_for(6s); // the window measured, not a wait
   CHECK(c.metric("outrider_discovery_listings_total") - listed <= 30);
-  // A prompt of its own: cached on one worker (its batch went over NATS),
-  // then routed back there.
-  auto own = concat(system_prompt(32), tokens(20000, 64));
-  REQUIRE(complete_on(c.http_port, own, 2)["choices"].size() == 1);
-  CHECK(eventually(
-    [&] {
-      auto again = complete_on(c.http_port, own, 2);
-      return again["usage"]["prompt_tokens_details"]["cached_tokens"]
-               .get<int>() >= 92;
-    },
-    allowed(10s)));
+  // Its batch went over NATS.
+  c.check_routed_back();
   // Stopped, the fleet deletes its records from the bucket.
   c.fleet->signal(SIGTERM);
   REQUIRE(c.fleet->wait(30s).value_or(-1) == 0);
