@@ -80,18 +80,20 @@ struct router_stats {
     s.decision_seconds = &m.get_histogram(
       "outrider_router_decision_seconds",
       "Time to place one request (match and select, on the router actor)",
-      {1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 1e-2});
+      {1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3,
+       1e-2});
     s.event_lag = &m.get_histogram(
       "outrider_router_kv_event_lag_seconds",
       "From a KV batch's publisher (its timestamp) to the router's index",
-      {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5});
+      {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+       5, 10});
     s.event_wait = &m.get_histogram(
       "outrider_router_kv_event_wait_seconds",
       "From a KV batch's arrival at the router (read from its stream) to "
       "the router's index: the part of the lag spent waiting for the "
       "router actor",
       {0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-       1, 5});
+       1, 2.5, 5, 10});
     auto skipped = [&](const char* reason) {
       return skipped_counter{
         &m.get_counter("outrider_router_index_skipped_blocks_total",
