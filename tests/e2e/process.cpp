@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -33,8 +34,19 @@ child_process::child_process(std::vector<std::string> argv,
   for (auto& a : argv)
     args.push_back(a.data());
   args.push_back(nullptr);
+  // A child started on the test's main thread dies with the test process
+  // however that ends (killed, aborted): the destructor below is not the
+  // only way out. Not for children of other threads: the signal comes when
+  // the thread that forked exits, which may be before the child should.
+  const pid_t parent = ::getpid();
+  const bool main_thread = ::gettid() == parent;
   pid_ = fork();
   if (pid_ == 0) {
+    if (main_thread) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent)
+        _exit(127); // the test process went before the line above
+    }
     int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, 1);
     dup2(fd, 2);
