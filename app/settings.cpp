@@ -1,7 +1,6 @@
 #include "app/settings.hpp"
 
 #include <cctype>
-#include <sstream>
 #include <stdexcept>
 #include <unistd.h>
 
@@ -17,11 +16,7 @@ namespace {
 
 cluster::nats_config nats_config_from(const runtime::options& o) {
   cluster::nats_config c;
-  c.urls.clear();
-  std::istringstream in{o.get(opt::nats_url)};
-  for (std::string url; std::getline(in, url, ',');)
-    if (!url.empty())
-      c.urls.push_back(url);
+  c.urls = cluster::nats_urls(o.get(opt::nats_url));
   c.bucket = o.get(opt::nats_bucket);
   c.ttl = o.get(opt::discovery_ttl);
   c.kv_subject = o.get(opt::nats_kv_subject);

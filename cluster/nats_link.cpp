@@ -1,8 +1,18 @@
 #include "cluster/nats_link.hpp"
 
 #include <nats/nats.h>
+#include <sstream>
 
 namespace outrider::cluster {
+
+std::vector<std::string> nats_urls(const std::string& comma_separated) {
+  std::vector<std::string> out;
+  std::istringstream in{comma_separated};
+  for (std::string url; std::getline(in, url, ',');)
+    if (!url.empty())
+      out.push_back(url);
+  return out;
+}
 
 caf::error nats_error(const std::string& what, int status) {
   return make_error(errc::io_error,

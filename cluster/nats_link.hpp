@@ -40,6 +40,10 @@ struct nats_config {
   std::function<void(bool)> on_connection;
 };
 
+/// The servers of a `--nats-url` value: comma-separated, empty entries
+/// skipped.
+std::vector<std::string> nats_urls(const std::string& comma_separated);
+
 class nats_link {
  public:
   nats_link() = default;

@@ -84,13 +84,7 @@ class nats_sink final : public fleet_sink {
 
 cluster::nats_config nats_of(const fleet_config& cfg) {
   cluster::nats_config c;
-  c.urls.clear();
-  for (size_t at = 0; at <= cfg.nats_url.size();) {
-    auto comma = std::min(cfg.nats_url.find(',', at), cfg.nats_url.size());
-    if (comma > at)
-      c.urls.push_back(cfg.nats_url.substr(at, comma - at));
-    at = comma + 1;
-  }
+  c.urls = cluster::nats_urls(cfg.nats_url);
   return c;
 }
 
