@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -137,6 +138,45 @@ async def load(port, seconds, concurrency, system_blocks, seed):
     return ok, failed
 
 
+class Series(threading.Thread):
+    """Once a second until stopped: the router's index size, batches
+    applied, their lag and wait (sums over the second), decisions and its
+    CPU, one JSON line each into `path` (`--series`: where in a run the
+    waits come)."""
+
+    def __init__(self, path, status, pid, n):
+        super().__init__(daemon=True)
+        self.out = open(path, "a")
+        self.status, self.pid, self.n = status, pid, n
+        self.stop = threading.Event()
+
+    def run(self):
+        t0 = time.monotonic()
+        last, cpu0 = None, proc(self.pid)[2]
+        while not self.stop.wait(1.0):
+            try:
+                m = scrape(self.status)
+                cpu = proc(self.pid)[2]
+            except OSError:
+                continue
+            if last is not None:
+                d = lambda k: m.get(k, 0) - last.get(k, 0)
+                batches = d("outrider_router_kv_event_wait_seconds_count")
+                self.out.write(json.dumps({
+                    "workers": self.n,
+                    "t": round(time.monotonic() - t0, 2),
+                    "entries": m.get("outrider_router_index_entries", 0),
+                    "batches": batches,
+                    "wait_ms": 1e3 * d("outrider_router_kv_event_wait_seconds_sum") / batches if batches else None,
+                    "lag_ms": 1e3 * d("outrider_router_kv_event_lag_seconds_sum") / batches if batches else None,
+                    "placed": d("outrider_router_decisions_total{mode=\"kv\"}"),
+                    "cpu": round(cpu - cpu0, 3),
+                }) + "\n")
+                self.out.flush()
+            last, cpu0 = m, cpu
+        self.out.close()
+
+
 def run_size(args, n):
     tmp = tempfile.mkdtemp(prefix="outrider-fleet-")
     # The router's log, shown if the run fails (kept outside the discovery
@@ -173,7 +213,7 @@ def run_size(args, n):
          "--kv-blocks-per-batch", str(args.blocks_per_batch),
          "--relay-mux", args.relay_mux] + fleet_nats,
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    router = None
+    router, series = None, None
     try:
         # The fleet says so once every record is written (or it exits).
         line = fleet.stdout.readline()
@@ -188,6 +228,9 @@ def run_size(args, n):
              # false, mux measures the router's fallback.
              "--dispatch", args.dispatch] + nats_flags,
             stdout=subprocess.DEVNULL, stderr=log)
+        if args.series:
+            series = Series(args.series, status, router.pid, n)
+            series.start()
         known = None
         while time.monotonic() < t0 + args.join_timeout:
             try:
@@ -237,6 +280,9 @@ def run_size(args, n):
                          "the router's last lines:\n" + "".join(tail))
         raise
     finally:
+        if series:
+            series.stop.set()
+            series.join()
         for p in (router, fleet, nats):
             if p:
                 p.terminate()
@@ -276,6 +322,10 @@ def main():
     ap.add_argument("--blocks", type=int, default=512,
                     help="KV blocks per worker")
     ap.add_argument("--system-blocks", type=int, default=32)
+    ap.add_argument("--series",
+                    help="append a JSON line a second here from the router's "
+                    "start to its stop: index entries, batches applied, "
+                    "their mean lag and wait, placements, CPU seconds")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--json", help="also write the rows here (bench/plot_fleet.py "
                                    "plots such files)")
