@@ -397,8 +397,8 @@ class flat_table {
   }
 
   arrays cur_;
-  arrays old_;        // draining into cur_ while cap != 0
-  size_t cursor_ = 0; // old_'s slots below it have been moved
+  arrays old_;                // draining into cur_ while cap != 0
+  size_t cursor_ = 0;         // old_'s slots below it have been moved
   std::future<arrays> spare_; // the next size's, made by a helper
   size_t spare_asked_at_ = 0; // the size whose successor was asked for
   size_t prepared_growths_ = 0;

@@ -5,9 +5,8 @@
 #include <algorithm>
 #include <random>
 #include <string>
-#include <unordered_map>
-
 #include <sys/resource.h>
+#include <unordered_map>
 
 #include <catch2/catch.hpp>
 
