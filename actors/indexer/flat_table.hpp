@@ -1,6 +1,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +14,38 @@
 #include <utility>
 
 namespace outrider::indexer {
+
+/// The helper threads that fault in growing tables' next arrays, counted
+/// process-wide: at most `max` at once, so that many tables growing
+/// together (a fleet's ranks filling in step) cannot start a thread each;
+/// a table that finds none free grows as a small one does.
+struct prefault_helpers {
+  static constexpr int max = 2;
+  static bool enter() {
+    int n = running().load();
+    do {
+      if (n >= max)
+        return false;
+    } while (!running().compare_exchange_weak(n, n + 1));
+    int p = peak().load();
+    while (n + 1 > p && !peak().compare_exchange_weak(p, n + 1)) {
+    }
+    return true;
+  }
+  static void leave() { running().fetch_sub(1); }
+  /// The most ever at work at once (tests).
+  static int most() { return peak().load(); }
+
+ private:
+  static std::atomic<int>& running() {
+    static std::atomic<int> n{0};
+    return n;
+  }
+  static std::atomic<int>& peak() {
+    static std::atomic<int> n{0};
+    return n;
+  }
+};
 
 /// An open-addressing hash table (linear probing, backward-shift deletion)
 /// from a 64-bit key to a small value, kept in flat arrays so that a lookup
@@ -335,9 +368,14 @@ class flat_table {
 
   void prepare_spare() {
     spare_asked_at_ = cur_.cap; // once per size, whatever comes of it
+    if (!prefault_helpers::enter())
+      return; // enough at work already: this growth faults for itself
     size_t capacity = cur_.cap * 2;
     try {
       spare_ = std::async(std::launch::async, [capacity] {
+        struct leave_at_end {
+          ~leave_at_end() { prefault_helpers::leave(); }
+        } at_end;
         arrays a;
         a.allocate(capacity);
         a.prefault();
@@ -346,6 +384,7 @@ class flat_table {
     } catch (const std::system_error&) {
       // No thread to be had (the process at its limit): the growth
       // allocates for itself, as below prefault_from.
+      prefault_helpers::leave();
     }
   }
 

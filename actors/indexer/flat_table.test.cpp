@@ -8,6 +8,7 @@
 #include <string>
 #include <sys/resource.h>
 #include <unordered_map>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -208,4 +209,29 @@ TEST_CASE("flat_table: a table of fleet size grows into arrays a helper "
       CHECK(moved.size() == 84001);
     }
   }
+}
+
+TEST_CASE("flat_table: tables growing in step share two helper threads",
+          "[flat_table]") {
+  // 24 tables filled in step (a fleet's ranks filling together) all ask
+  // for their next arrays within microseconds; at most two helpers run at
+  // once, the rest grow on their own thread, and every entry stays found.
+  using outrider::indexer::prefault_helpers;
+  std::vector<flat_table<uint64_t>> tables(24);
+  auto key = [](uint64_t k) { return k * 0x9e3779b97f4a7c15ULL + 7; };
+  for (uint64_t k = 0; k < 100000; ++k) // past 2^17 slots' growth
+    for (auto& t : tables) {
+      bool added = false;
+      t.insert(key(k), added) = k;
+    }
+  size_t prepared = 0;
+  for (auto& t : tables) {
+    prepared += t.prepared_growths();
+    REQUIRE(t.size() == 100000);
+    for (uint64_t k = 0; k < 100000; k += 97)
+      REQUIRE(*t.find(key(k)) == k);
+  }
+  CHECK(prefault_helpers::most() <= 2);
+  CHECK(prepared >= 1);
+  CHECK(prepared < 2 * tables.size()); // some grew without a helper
 }
