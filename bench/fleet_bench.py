@@ -14,6 +14,7 @@ fleet size of the same run.
   bench/fleet_bench.py --workers 100,1000,10000 --seconds 20
   bench/fleet_bench.py --rate 0.5 --json /tmp/churn.json --label "churn 0.5/s"
   bench/fleet_bench.py --workers 1000 --nats       # NATS discovery and plane
+  bench/fleet_bench.py --workers 10000 --seconds 40 --series /tmp/s.jsonl  # per second
   bench/plot_fleet.py docs/fleet_decisions.png /tmp/quiet.json /tmp/churn.json
   bench/fleet_bench.py --help
 
