@@ -71,6 +71,19 @@ TEST_CASE("SIGHUP: a changed weight changes decisions, a broken file "
                 << c.sims[1]->running() << " status " << status_of(c).dump());
   REQUIRE(held);
   REQUIRE(last_worker(c) == "worker-0");
+  // Decoding as the router sees it: the held request's prefill tokens are
+  // released at its first token. Running on the engine is not enough:
+  // asked 23 ms after the placement, its 800 queued prefill tokens still
+  // counted and sent the next request to worker 1 (every run on a fast
+  // machine).
+  auto prefill_of = [&](const std::string& id) {
+    auto doc = status_of(c);
+    for (const auto& w : doc["workers"])
+      if (w["id"] == id)
+        return w["ranks"][0]["active_prefill_tokens"].get<int64_t>();
+    return int64_t{-1};
+  };
+  REQUIRE(eventually([&] { return prefill_of("worker-0") == 0; }, 20s));
   // Decode blocks barely count: the cached prefix wins, on worker 0.
   auto ask = [&](uint32_t first) {
     auto r = c.complete(concat(prefix, tokens(first, 8)), 2);
