@@ -1,51 +1,16 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
-#include <future>
 #include <new>
-#include <sys/mman.h>
-#include <system_error>
 #include <type_traits>
 #include <utility>
 
+#include "actors/indexer/table_memory.hpp"
+
 namespace outrider::indexer {
-
-/// The helper threads that fault in growing tables' next arrays, counted
-/// process-wide: at most `max` at once, so that many tables growing
-/// together (a fleet's ranks filling in step) cannot start a thread each;
-/// a table that finds none free grows as a small one does.
-struct prefault_helpers {
-  static constexpr int max = 2;
-  static bool enter() {
-    int n = running().load();
-    do {
-      if (n >= max)
-        return false;
-    } while (!running().compare_exchange_weak(n, n + 1));
-    int p = peak().load();
-    while (n + 1 > p && !peak().compare_exchange_weak(p, n + 1)) {
-    }
-    return true;
-  }
-  static void leave() { running().fetch_sub(1); }
-  /// The most ever at work at once (tests).
-  static int most() { return peak().load(); }
-
- private:
-  static std::atomic<int>& running() {
-    static std::atomic<int> n{0};
-    return n;
-  }
-  static std::atomic<int>& peak() {
-    static std::atomic<int> n{0};
-    return n;
-  }
-};
 
 /// An open-addressing hash table (linear probing, backward-shift deletion)
 /// from a 64-bit key to a small value, kept in flat arrays so that a lookup
@@ -84,7 +49,6 @@ class flat_table {
   ~flat_table() {
     cur_.release();
     old_.release();
-    drop_spare();
   }
   flat_table(const flat_table& o) {
     o.each([&](uint64_t k, const Value& v) {
@@ -136,9 +100,9 @@ class flat_table {
   /// The value of `key`, default-constructed when new (`added` tells).
   Value& insert(uint64_t key, bool& added) {
     drain_some();
-    if (cur_.cap >= prefault_from && spare_asked_at_ != cur_.cap &&
+    if (cur_.cap >= prefault_from && !spare_.asked_at(cur_.cap) &&
         (size() + 1) * 100 > cur_.cap * prefault_at)
-      prepare_spare();
+      spare_.ask(cur_.cap, cur_.cap * 2);
     if (old_.cap)
       if (auto i = old_.find(key, home(key, old_)); i != npos) {
         added = false; // still in the old table: it moves now
@@ -169,8 +133,7 @@ class flat_table {
   void clear() {
     cur_.release();
     old_.release();
-    drop_spare();
-    spare_asked_at_ = 0;
+    spare_.drop();
     cursor_ = 0;
   }
 
@@ -192,7 +155,7 @@ class flat_table {
   /// Whether an old table is still being moved from (tests).
   bool growing() const { return old_.cap != 0; }
   /// Growths that took arrays a helper had prepared (tests).
-  size_t prepared_growths() const { return prepared_growths_; }
+  size_t prepared_growths() const { return spare_.prepared(); }
 
  private:
   static constexpr uint8_t empty = 0;
@@ -209,9 +172,6 @@ class flat_table {
   // passes prefault_at percent (7/8 of the way to MaxLoad).
   static constexpr size_t prefault_from = size_t{1} << 16;
   static constexpr size_t prefault_at = MaxLoad - MaxLoad / 8;
-  // Arrays from this size up are taken in huge pages.
-  static constexpr size_t huge_page = size_t{2} << 20;
-  static constexpr size_t huge_from = size_t{4} << 20;
 
   // One table's arrays. Values are constructed in full slots only.
   struct arrays {
@@ -221,9 +181,11 @@ class flat_table {
     size_t cap = 0, mask = 0, size = 0;
 
     void allocate(size_t capacity) {
-      state = static_cast<uint8_t*>(take(capacity, true));
-      keys = static_cast<uint64_t*>(take(capacity * sizeof(uint64_t), false));
-      vals = static_cast<Value*>(take(capacity * sizeof(Value), false));
+      state = static_cast<uint8_t*>(table_memory::take(capacity, true));
+      keys = static_cast<uint64_t*>(
+        table_memory::take(capacity * sizeof(uint64_t), false));
+      vals = static_cast<Value*>(
+        table_memory::take(capacity * sizeof(Value), false));
       if (!state || !keys || !vals) {
         std::free(state);
         std::free(keys);
@@ -235,38 +197,12 @@ class flat_table {
       size = 0;
     }
 
-    // An array of `bytes`, zeroed if asked. From `huge_from` up, aligned
-    // to and asked of the kernel in 2 MiB pages (MADV_HUGEPAGE; a no-op
-    // where transparent huge pages are off): lookups at random in an
-    // index of fleet size (hundreds of MB) miss the TLB on every block
-    // with 4 KiB pages, and a growth's pages fault 512 at a time.
-    static void* take(size_t bytes, bool zero) {
-      if (bytes < huge_from)
-        return zero ? std::calloc(bytes, 1) : std::malloc(bytes);
-      size_t rounded = (bytes + huge_page - 1) & ~(huge_page - 1);
-      void* p = std::aligned_alloc(huge_page, rounded);
-      if (!p)
-        return nullptr;
-      ::madvise(p, rounded, MADV_HUGEPAGE);
-      if (zero)
-        std::memset(p, 0, bytes);
-      return p;
-    }
-
-    // Writes a byte of every page of the arrays (a zero: state stays
-    // empty), so that the kernel's first-touch faults are taken by the
-    // thread calling this. Volatile: a compiler may drop a memset of zeros
-    // after an allocation (GCC folds malloc + memset into calloc, which
-    // leaves fresh pages untouched), and did.
+    // Writes every page of the arrays (state stays empty), so that the
+    // kernel's first-touch faults are taken by the thread calling this.
     void prefault() {
-      touch(state, cap);
-      touch(keys, cap * sizeof(uint64_t));
-      touch(vals, cap * sizeof(Value));
-    }
-    static void touch(void* p, size_t bytes) {
-      auto* b = static_cast<volatile unsigned char*>(p);
-      for (size_t i = 0; i < bytes; i += 4096)
-        b[i] = 0;
+      table_memory::touch(state, cap);
+      table_memory::touch(keys, cap * sizeof(uint64_t));
+      table_memory::touch(vals, cap * sizeof(Value));
     }
 
     void release() {
@@ -361,66 +297,13 @@ class flat_table {
     std::swap(cur_, o.cur_);
     std::swap(old_, o.old_);
     std::swap(cursor_, o.cursor_);
-    std::swap(spare_, o.spare_);
-    std::swap(spare_asked_at_, o.spare_asked_at_);
-    std::swap(prepared_growths_, o.prepared_growths_);
-  }
-
-  void prepare_spare() {
-    spare_asked_at_ = cur_.cap; // once per size, whatever comes of it
-    if (!prefault_helpers::enter())
-      return; // enough at work already: this growth faults for itself
-    size_t capacity = cur_.cap * 2;
-    try {
-      spare_ = std::async(std::launch::async, [capacity] {
-        struct leave_at_end {
-          ~leave_at_end() { prefault_helpers::leave(); }
-        } at_end;
-        arrays a;
-        a.allocate(capacity);
-        a.prefault();
-        return a;
-      });
-    } catch (const std::system_error&) {
-      // No thread to be had (the process at its limit): the growth
-      // allocates for itself, as below prefault_from.
-      prefault_helpers::leave();
-    }
-  }
-
-  // The prepared arrays if they are of `capacity` slots (waiting for the
-  // helper if it is not done), else none; an allocation that failed there
-  // is tried again by the caller.
-  arrays take_spare(size_t capacity) {
-    arrays a;
-    if (!spare_.valid())
-      return a;
-    try {
-      a = spare_.get();
-    } catch (const std::bad_alloc&) {
-      return arrays{};
-    }
-    if (a.cap != capacity) {
-      a.release();
-      return arrays{};
-    }
-    ++prepared_growths_;
-    return a;
-  }
-
-  void drop_spare() {
-    if (!spare_.valid())
-      return;
-    try {
-      spare_.get().release();
-    } catch (const std::bad_alloc&) {
-    }
+    spare_.swap(o.spare_);
   }
 
   void grow() {
     drain(old_.cap); // the last growth's move is done first (rare)
     old_ = cur_;
-    cur_ = take_spare(old_.cap * 2);
+    cur_ = spare_.take(old_.cap * 2);
     if (!cur_.cap)
       cur_.allocate(old_.cap ? old_.cap * 2 : 16);
     cursor_ = 0;
@@ -459,11 +342,9 @@ class flat_table {
   }
 
   arrays cur_;
-  arrays old_;                // draining into cur_ while cap != 0
-  size_t cursor_ = 0;         // old_'s slots below it have been moved
-  std::future<arrays> spare_; // the next size's, made by a helper
-  size_t spare_asked_at_ = 0; // the size whose successor was asked for
-  size_t prepared_growths_ = 0;
+  arrays old_;                 // draining into cur_ while cap != 0
+  size_t cursor_ = 0;          // old_'s slots below it have been moved
+  spare_arrays<arrays> spare_; // the next size's, made by a helper
 };
 
 } // namespace outrider::indexer

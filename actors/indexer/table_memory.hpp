@@ -1,0 +1,166 @@
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <new>
+#include <sys/mman.h>
+#include <system_error>
+#include <utility>
+
+namespace outrider::indexer {
+
+/// Memory for the index's tables at fleet size (flat_table's arrays):
+/// where it comes from, how its pages are faulted in ahead of use, and how
+/// many threads may be doing that.
+namespace table_memory {
+
+constexpr size_t huge_page = size_t{2} << 20;
+// Arrays from this size up are taken in huge pages.
+constexpr size_t huge_from = size_t{4} << 20;
+
+/// An array of `bytes`, zeroed if asked. From `huge_from` up, aligned to
+/// and asked of the kernel in 2 MiB pages (MADV_HUGEPAGE; a no-op where
+/// transparent huge pages are off): lookups at random in an index of fleet
+/// size (hundreds of MB) miss the TLB on every block with 4 KiB pages, and
+/// a growth's pages fault 512 at a time. Freed with std::free.
+inline void* take(size_t bytes, bool zero) {
+  if (bytes < huge_from)
+    return zero ? std::calloc(bytes, 1) : std::malloc(bytes);
+  size_t rounded = (bytes + huge_page - 1) & ~(huge_page - 1);
+  void* p = std::aligned_alloc(huge_page, rounded);
+  if (!p)
+    return nullptr;
+  ::madvise(p, rounded, MADV_HUGEPAGE);
+  if (zero)
+    std::memset(p, 0, bytes);
+  return p;
+}
+
+/// Writes a zero byte into every page of `bytes` at `p`, so that the
+/// kernel's first-touch faults are taken by the calling thread. Volatile:
+/// a compiler may drop a memset of zeros after an allocation (GCC folds
+/// malloc + memset into calloc, which leaves fresh pages untouched), and
+/// did.
+inline void touch(void* p, size_t bytes) {
+  auto* b = static_cast<volatile unsigned char*>(p);
+  for (size_t i = 0; i < bytes; i += 4096)
+    b[i] = 0;
+}
+
+} // namespace table_memory
+
+/// The helper threads that fault in growing tables' next arrays, counted
+/// process-wide: at most `max` at once, so that many tables growing
+/// together (a fleet's ranks filling in step) cannot start a thread each;
+/// a table that finds none free grows as a small one does.
+struct prefault_helpers {
+  static constexpr int max = 2;
+  static bool enter() {
+    int n = running().load();
+    do {
+      if (n >= max)
+        return false;
+    } while (!running().compare_exchange_weak(n, n + 1));
+    int p = peak().load();
+    while (n + 1 > p && !peak().compare_exchange_weak(p, n + 1)) {
+    }
+    return true;
+  }
+  static void leave() { running().fetch_sub(1); }
+  /// The most ever at work at once (tests).
+  static int most() { return peak().load(); }
+
+ private:
+  static std::atomic<int>& running() {
+    static std::atomic<int> n{0};
+    return n;
+  }
+  static std::atomic<int>& peak() {
+    static std::atomic<int> n{0};
+    return n;
+  }
+};
+
+/// The next size's arrays of a growing table, made on a helper thread (one
+/// of prefault_helpers; std::async, gone when done) and their pages
+/// faulted in there, for the growth to take ready. `Arrays` has
+/// `allocate(capacity)` (throws std::bad_alloc), `prefault()`,
+/// `release()` and `cap`.
+template <class Arrays>
+class spare_arrays {
+ public:
+  spare_arrays() = default;
+  spare_arrays(const spare_arrays&) = delete;
+  spare_arrays& operator=(const spare_arrays&) = delete;
+  ~spare_arrays() { drop(); }
+
+  /// Whether arrays were asked for while the table had `cap` slots.
+  bool asked_at(size_t cap) const { return asked_at_ == cap; }
+  /// Asks for arrays of `capacity` slots, once per `cap` whatever comes
+  /// of it: with no helper free or no thread to be had, the growth
+  /// allocates for itself.
+  void ask(size_t cap, size_t capacity) {
+    asked_at_ = cap;
+    if (!prefault_helpers::enter())
+      return;
+    try {
+      made_ = std::async(std::launch::async, [capacity] {
+        struct leave_at_end {
+          ~leave_at_end() { prefault_helpers::leave(); }
+        } at_end;
+        Arrays a;
+        a.allocate(capacity);
+        a.prefault();
+        return a;
+      });
+    } catch (const std::system_error&) {
+      prefault_helpers::leave();
+    }
+  }
+  /// The arrays if they are of `capacity` slots (waiting for the helper if
+  /// it is not done), else empty ones (cap 0), as when its allocation
+  /// failed.
+  Arrays take(size_t capacity) {
+    Arrays a;
+    if (!made_.valid())
+      return a;
+    try {
+      a = made_.get();
+    } catch (const std::bad_alloc&) {
+      return Arrays{};
+    }
+    if (a.cap != capacity) {
+      a.release();
+      return Arrays{};
+    }
+    ++prepared_;
+    return a;
+  }
+  /// Frees what was made (waiting for the helper) and forgets the ask.
+  void drop() {
+    asked_at_ = 0;
+    if (!made_.valid())
+      return;
+    try {
+      made_.get().release();
+    } catch (const std::bad_alloc&) {
+    }
+  }
+  /// Growths that took arrays made here.
+  size_t prepared() const { return prepared_; }
+  void swap(spare_arrays& o) noexcept {
+    std::swap(made_, o.made_);
+    std::swap(asked_at_, o.asked_at_);
+    std::swap(prepared_, o.prepared_);
+  }
+
+ private:
+  std::future<Arrays> made_;
+  size_t asked_at_ = 0;
+  size_t prepared_ = 0;
+};
+
+} // namespace outrider::indexer
