@@ -242,7 +242,7 @@ TEST_CASE("row 6: gRPC-frontend streams whose client never reads are cut "
   auto rss_after = proc_status(c.router->pid(), "VmRSS");
   WARN("30 gRPC streams never read: router RSS " << rss_before / 1024 << " -> "
                                                  << rss_after / 1024 << " MB");
-  CHECK(rss_after < rss_before + 200 * 1024 * rss_allowance);
+  CHECK(rss_after < rss_before + rss_growth_kb(200));
   for (auto& ctx : ctxs)
     ctx->TryCancel();
   CHECK(c.complete(tokens(1, 8), 2)["choices"].size() == 1);
@@ -321,7 +321,7 @@ TEST_CASE("row 7: a million removals of blocks never seen leave the "
        << " KiB, sidecar RSS " << rss_before / 1024 << " -> "
        << rss_after / 1024 << " MB");
   CHECK(bytes_after < bytes_before + (4u << 20));
-  CHECK(rss_after < rss_before + 100 * 1024 * rss_allowance);
+  CHECK(rss_after < rss_before + rss_growth_kb(100));
 }
 
 TEST_CASE("row 11: 2,000 records of unreachable relays cost the router no "

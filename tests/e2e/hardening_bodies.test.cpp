@@ -75,7 +75,7 @@ TEST_CASE("row 5: streams with 15 MB bodies, each followed by 15 MB of "
        << rss_before / 1024 << " -> " << rss_after / 1024 << " MB");
   // Before: 68 -> 541 MB (bodies held for the request's life, read-ahead
   // up to the body limit).
-  CHECK(rss_after < rss_before + 150 * 1024 * rss_allowance);
+  CHECK(rss_after < rss_before + rss_growth_kb(150));
   clients.clear();
   CHECK(c.complete(tokens(1, 8), 2)["choices"].size() == 1);
 }

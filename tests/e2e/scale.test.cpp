@@ -73,7 +73,7 @@ TEST_CASE("1500 concurrent SSE streams through one router on a bounded "
   CHECK(s.events >= 1500); // tokens may be merged, never lost
   // A thread per request would be 1,500 more.
   CHECK(peak_threads <= threads_before + 16);
-  CHECK(rss_mb < 400 * rss_allowance);
+  CHECK(rss_mb < rss_bound_mb(400));
   // Nothing left behind: the router carries no request once all are done.
   CHECK(eventually(
     [&] { return c.router_metric("outrider_router_requests_in_flight") == 0; },
