@@ -122,6 +122,20 @@ class flat_table {
     return cur_.vals[cur_.place(key, home(key, cur_), Value{})];
   }
 
+  /// Makes room for `n` entries in a table that has nothing allocated yet
+  /// (else nothing happens): arrays of that size from the start, instead
+  /// of doubling up to it from 16 slots as it fills.
+  void reserve(size_t n) {
+    if (cur_.cap || old_.cap || n == 0)
+      return;
+    size_t want = n * 100 / MaxLoad + 1, cap = 16;
+    while (cap < want)
+      cap *= 2;
+    cur_.allocate(cap);
+  }
+  /// Slots allocated (tests).
+  size_t capacity() const { return cur_.cap; }
+
   /// Calls f(key, value) for every entry, in no particular order.
   template <class F>
   void each(F&& f) const {

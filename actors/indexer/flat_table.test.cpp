@@ -235,3 +235,32 @@ TEST_CASE("flat_table: tables growing in step share two helper threads",
   CHECK(prepared >= 1);
   CHECK(prepared < 2 * tables.size()); // some grew without a helper
 }
+
+TEST_CASE("flat_table: a reserved table holds its entries without growing",
+          "[flat_table]") {
+  flat_table<uint64_t, 80> t;
+  t.reserve(545); // 545 / 0.8 = 682: 1,024 slots
+  CHECK(t.capacity() == 1024);
+  for (uint64_t k = 1; k <= 545; ++k) {
+    bool added = false;
+    t.insert(k * 0x9e3779b97f4a7c15ULL, added) = k;
+    REQUIRE(added);
+    REQUIRE(t.capacity() == 1024); // not one growth on the way
+  }
+  for (uint64_t k = 1; k <= 545; ++k)
+    REQUIRE(*t.find(k * 0x9e3779b97f4a7c15ULL) == k);
+  t.reserve(100000); // allocated already: nothing happens
+  CHECK(t.capacity() == 1024);
+  // Past the reserved load it grows as any table.
+  for (uint64_t k = 546; k <= 1000; ++k) {
+    bool added = false;
+    t.insert(k * 0x9e3779b97f4a7c15ULL, added) = k;
+  }
+  CHECK(t.capacity() == 2048);
+  CHECK(t.size() == 1000);
+  t.clear();
+  CHECK(t.capacity() == 0);
+  flat_table<uint64_t, 80> lazy;
+  lazy.reserve(0);
+  CHECK(lazy.capacity() == 0);
+}

@@ -85,6 +85,8 @@ void prefix_index::put(slot_id slot, uint64_t engine_hash, uint64_t key,
   if (slots_.size() <= slot)
     slots_.resize(slot + 1);
   auto& sb = slots_[slot];
+  if (sb.expect && sb.map.size() == 0)
+    sb.map.reserve(sb.expect); // nothing if already allocated
   bool fresh = false;
   auto& b = sb.map.insert(engine_hash, fresh);
   if (!fresh && b.key != key) { // stored again: it now stands for other KV
@@ -181,6 +183,12 @@ void prefix_index::set_cap(slot_id slot, size_t cap) {
   sb.order.reset();
   if (cap)
     enforce_cap(slot);
+}
+
+void prefix_index::expect(slot_id slot, size_t blocks) {
+  if (slots_.size() <= slot)
+    slots_.resize(slot + 1);
+  slots_[slot].expect = blocks;
 }
 
 void prefix_index::enforce_cap(slot_id slot) {

@@ -77,6 +77,12 @@ class prefix_index {
   /// At most `cap` engine blocks on the slot (0: no cap): past it the
   /// oldest stored go, for publishers that never remove (LMCache).
   void set_cap(slot_id slot, size_t cap);
+  /// The slot will likely hold about `blocks` (its engine's cache): its
+  /// table is made that size at its first block, and again after a clear,
+  /// instead of doubling its way there. A fleet's ranks fill in step, and
+  /// 10,000 small tables doubling in the same second held the router's
+  /// actor up to 140 ms (docs/benchmarks.md). The caller bounds it.
+  void expect(slot_id slot, size_t blocks);
   counters& mutable_stats() { return stats_; }
   /// Forgets everything a slot holds (worker gone, or all cleared).
   void clear_slot(slot_id slot);
@@ -98,6 +104,10 @@ class prefix_index {
   /// How many engine blocks a slot holds.
   size_t held(slot_id slot) const {
     return slot < slots_.size() ? slots_[slot].size() : 0;
+  }
+  /// Slots allocated in a slot's own table (tests).
+  size_t table_slots(slot_id slot) const {
+    return slot < slots_.size() ? slots_[slot].map.capacity() : 0;
   }
   /// (slot, block) entries held.
   size_t entries() const { return entries_count_; }
@@ -149,13 +159,14 @@ class prefix_index {
     std::unique_ptr<store_order> order;
     uint32_t next_stamp = 0;
     size_t cap = 0;
+    size_t expect = 0;
     size_t size() const { return map.size(); }
 
     slot_blocks() = default;
     slot_blocks(const slot_blocks& o)
       : map(o.map),
         order(o.order ? std::make_unique<store_order>(*o.order) : nullptr),
-        next_stamp(o.next_stamp), cap(o.cap) {}
+        next_stamp(o.next_stamp), cap(o.cap), expect(o.expect) {}
     slot_blocks& operator=(const slot_blocks& o) {
       if (this != &o)
         *this = slot_blocks(o);

@@ -61,6 +61,10 @@ class tiered_index {
              std::vector<uint64_t>* touched = nullptr);
   void clear_slot(slot_id slot);
   void set_cap(slot_id slot, kv::medium m, size_t cap);
+  /// prefix_index::expect, for one tier.
+  void expect(slot_id slot, kv::medium m, size_t blocks) {
+    tiers_[static_cast<size_t>(m)].expect(slot, blocks);
+  }
 
   /// Per slot holding the first block in some tier, its runs.
   std::vector<tiered_overlap> find(const std::vector<uint64_t>& keys) const;

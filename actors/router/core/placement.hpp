@@ -38,6 +38,9 @@ class placement {
   using clock_fn = std::function<clock::time_point()>;
 
   enum class join { joined, unchanged, refused_model, refused_block_size };
+  /// A joining rank's GPU table is made for its share of the record's
+  /// cache, at most this many blocks (4,096 slots, about 100 KB a rank).
+  static constexpr uint64_t max_expected_blocks = 2048;
 
   placement(router_config cfg, clock_fn now, uint64_t seed);
 

@@ -145,6 +145,36 @@ TEST_CASE("placement: KV events make the index win over an idle rank",
   CHECK_FALSE(p.apply_events(ev));
 }
 
+TEST_CASE("placement: a rank's table is made for its share of the "
+          "record's cache, within a bound",
+          "[placement]") {
+  manual_clock clk;
+  placement p{mode("kv"), clk.fn(), 3};
+  auto two_ranks = worker("a");
+  two_ranks.data_parallel_size = 2;
+  two_ranks.total_kv_blocks = 512; // 256 a rank: 273 with the margin
+  p.add_worker(two_ranks);
+  auto claims_much = worker("b");
+  claims_much.total_kv_blocks = uint64_t{1} << 40;
+  p.add_worker(claims_much);
+  p.add_worker(worker("c")); // says nothing of its cache
+  for (std::string id : {"a", "b", "c"}) {
+    worker_events ev;
+    ev.worker_id = id;
+    kv::block_stored stored;
+    stored.block_size = 4;
+    stored.token_ids = prompt(500, 4);
+    stored.block_hashes.push_back(1000);
+    ev.events.emplace_back(stored);
+    REQUIRE(p.apply_events(ev));
+  }
+  const auto& gpu = p.index().tier(kv::medium::gpu);
+  CHECK(gpu.table_slots(0) == 512);  // a's rank 0: 273 at 80%
+  CHECK(gpu.table_slots(1) == 0);    // a's rank 1: no block yet
+  CHECK(gpu.table_slots(2) == 4096); // b: the bound, 2,048 blocks
+  CHECK(gpu.table_slots(3) == 16);   // c: grows as it fills
+}
+
 TEST_CASE("placement: every rank above the queue threshold means wait",
           "[placement]") {
   manual_clock clk;

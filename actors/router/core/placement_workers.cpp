@@ -56,6 +56,14 @@ placement::join placement::add_worker(const cluster::worker_record& r) {
     index_.set_cap(slot, kv::medium::gpu, gpu_cap);
     index_.set_cap(slot, kv::medium::cpu, cfg_.slot_block_cap);
     index_.set_cap(slot, kv::medium::storage, cfg_.slot_block_cap);
+    // Its GPU table sized for the rank's share of the cache at its first
+    // block (a fleet's ranks fill in step: their tables doubling together
+    // stalled the actor), up to a bound on what a record can make the
+    // router set aside for blocks it may never see.
+    auto share = slots_.back().record_total;
+    index_.expect(slot, kv::medium::gpu,
+                  std::min<uint64_t>(share + share / 16 + 1,
+                                     max_expected_blocks));
     reorder(slot);
   }
   spdlog::info("router: worker {} ({} rank(s), {}) joined", r.worker_id,
