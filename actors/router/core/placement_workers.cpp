@@ -61,9 +61,9 @@ placement::join placement::add_worker(const cluster::worker_record& r) {
     // stalled the actor), up to a bound on what a record can make the
     // router set aside for blocks it may never see.
     auto share = slots_.back().record_total;
-    index_.expect(slot, kv::medium::gpu,
-                  std::min<uint64_t>(share + share / 16 + 1,
-                                     max_expected_blocks));
+    index_.expect(
+      slot, kv::medium::gpu,
+      std::min<uint64_t>(share + share / 16 + 1, max_expected_blocks));
     reorder(slot);
   }
   spdlog::info("router: worker {} ({} rank(s), {}) joined", r.worker_id,
