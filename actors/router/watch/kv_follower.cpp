@@ -3,7 +3,6 @@
 #include <charconv>
 #include <set>
 
-#include <google/protobuf/arena.h>
 #include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
@@ -155,9 +154,7 @@ const char* kv_follower::follow_batch(cluster::kv_plane_message& m, bool live,
   }
   // In an arena: one block for the whole batch instead of an allocation
   // per message and string (kv_stream.cpp says why).
-  google::protobuf::ArenaOptions opt;
-  opt.start_block_size = 4096;
-  google::protobuf::Arena arena{opt};
+  google::protobuf::Arena arena{kv_batch_arena_options()};
   auto& batch =
     *google::protobuf::Arena::CreateMessage<oe::KvEventBatch>(&arena);
   if (!batch.ParseFromString(m.batch)) {

@@ -1,7 +1,5 @@
 #include "actors/router/watch/kv_stream.hpp"
 
-#include <google/protobuf/arena.h>
-
 #include "cluster/engine/engine_call.hpp"
 #include "openengine.grpc.pb.h"
 
@@ -65,15 +63,9 @@ class kv_stream final
   std::shared_ptr<grpc::ClientContext> ctx_;
   kv_stream_calls calls_;
   oe::SubscribeKvEventsRequest req_;
-  google::protobuf::Arena arena_{arena_options()};
+  google::protobuf::Arena arena_{kv_batch_arena_options()};
   oe::SubscribeKvEventsResponse* resp_ = fresh();
 
-  static google::protobuf::ArenaOptions arena_options() {
-    google::protobuf::ArenaOptions o;
-    o.start_block_size = 4096; // a live batch of 16 blocks: about 2 KB
-    o.max_block_size = 64 << 10;
-    return o;
-  }
   oe::SubscribeKvEventsResponse* fresh() {
     return google::protobuf::Arena::CreateMessage<
       oe::SubscribeKvEventsResponse>(&arena_);
@@ -81,6 +73,13 @@ class kv_stream final
 };
 
 } // namespace
+
+google::protobuf::ArenaOptions kv_batch_arena_options() {
+  google::protobuf::ArenaOptions o;
+  o.start_block_size = 4096; // a live batch of 16 blocks: about 2 KB
+  o.max_block_size = 64 << 10;
+  return o;
+}
 
 std::shared_ptr<grpc::ClientContext> open_kv_stream(
   const std::shared_ptr<grpc::Channel>& channel, const std::string& worker,

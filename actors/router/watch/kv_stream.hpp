@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include <google/protobuf/arena.h>
 #include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 
@@ -27,6 +28,10 @@ struct kv_stream_calls {
   std::function<bool(openengine::v1::SubscribeKvEventsResponse&)> response;
   std::function<void(const grpc::Status&)> done;
 };
+
+/// The arena a KV batch read off an event plane is parsed into (both
+/// planes; kv_stream.cpp says why): one block for a live batch.
+google::protobuf::ArenaOptions kv_batch_arena_options();
 
 /// Opens `SubscribeKvEvents(include_snapshot)` on gRPC's callback API: the
 /// call holds no thread, so a router's threads do not grow with its
