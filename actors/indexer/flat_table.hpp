@@ -5,10 +5,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
-#include "actors/indexer/table_memory.hpp"
+#include "actors/indexer/flat_arrays.hpp"
 
 namespace outrider::indexer {
 
@@ -23,12 +24,15 @@ namespace outrider::indexer {
 /// Growing is incremental. A table of fleet size (millions of blocks) that
 /// doubled at once stopped its owner for a third of a second (the router's
 /// index: every decision behind it waited, docs/benchmarks.md): the new
-/// arrays are taken from the allocator unwritten (calloc'd state: the
+/// arrays are taken from the allocator unwritten (zeroed by calloc or the
 /// kernel's zero pages, touched as they fill) and the old one's entries
 /// move over a few per insert or erase, looked up in both meanwhile. The
 /// old table keeps its probe runs whole by marking what left it (`gone`)
 /// instead of shifting, so that its lookups stay right while it drains.
 /// (Hand-written: Abseil's and the standard tables rehash all at once.)
+/// A slot is its key and value together (`flat_arrays`), its state told
+/// by two key values (0 empty, 1 gone); the real keys 0 and 1 are held
+/// apart (`aside_`).
 ///
 /// A table of fleet size also pays the kernel for the new arrays' pages on
 /// first touch (zeroing each, 25,000 pages for a table of 4 M slots: the
@@ -37,22 +41,11 @@ namespace outrider::indexer {
 /// slots up, the next size's arrays are allocated and written on a helper
 /// thread (one per growth, gone when it is done) while the table fills
 /// its last eighth before growing, and the growth takes them ready.
-/// Asks the CPU to bring the cache line at `p` in. Not a bare
-/// `__builtin_prefetch`: GCC models that builtin as free of side effects,
-/// so its pure-const analysis finds a function made only of prefetches
-/// "const" and deletes every call to it as dead code (GCC 12 at -O1 and
-/// up: none of the walks' prefetches survived to the binary). The empty
-/// volatile asm, which takes the address, gives the call an effect it
-/// must keep; it is not a memory barrier.
-inline void prefetch_line(const void* p) {
-  __builtin_prefetch(p);
-  asm volatile("" : : "r"(p));
-}
-
 template <class Value, unsigned MaxLoad = 70>
 class flat_table {
   static_assert(MaxLoad >= 10 && MaxLoad <= 90);
   static_assert(alignof(Value) <= alignof(std::max_align_t));
+  using arrays = flat_arrays<Value>;
 
  public:
   // Nothing is allocated until the first insert: a table per slot of a
@@ -85,9 +78,14 @@ class flat_table {
     return *this;
   }
 
-  size_t size() const { return cur_.size + old_.size; }
+  size_t size() const {
+    return cur_.size + old_.size + aside_[0].has_value() +
+           aside_[1].has_value();
+  }
 
   Value* find(uint64_t key) {
+    if (!arrays::full(key))
+      return aside_[key] ? &*aside_[key] : nullptr;
     if (auto i = cur_.find(key, home(key, cur_)); i != npos)
       return &cur_.val_at(i);
     if (old_.cap)
@@ -100,8 +98,8 @@ class flat_table {
     return const_cast<flat_table*>(this)->find(key);
   }
 
-  /// Asks the CPU to bring `key`'s home slot in (its state, key and
-  /// value) ahead of a find: a walk that knows its next keys overlaps
+  /// Asks the CPU to bring `key`'s home slot in (its key and value)
+  /// ahead of a find: a walk that knows its next keys overlaps
   /// their cache misses instead of taking them one after another.
   void prefetch(uint64_t key) const {
     cur_.prefetch(home(key, cur_));
@@ -111,6 +109,12 @@ class flat_table {
 
   /// The value of `key`, default-constructed when new (`added` tells).
   Value& insert(uint64_t key, bool& added) {
+    if (!arrays::full(key)) {
+      added = !aside_[key];
+      if (added)
+        aside_[key].emplace();
+      return *aside_[key];
+    }
     drain_some();
     if (cur_.cap >= prefault_from && !spare_.asked_at(cur_.cap) &&
         (size() + 1) * 100 > cur_.cap * prefault_at)
@@ -151,12 +155,17 @@ class flat_table {
   /// Calls f(key, value) for every entry, in no particular order.
   template <class F>
   void each(F&& f) const {
+    for (uint64_t k : {arrays::empty_key, arrays::gone_key})
+      if (aside_[k])
+        f(k, static_cast<const Value&>(*aside_[k]));
     cur_.each(f);
     old_.each(f);
   }
 
   /// Removes every entry and gives the memory back.
   void clear() {
+    aside_[0].reset();
+    aside_[1].reset();
     cur_.release();
     old_.release();
     spare_.drop();
@@ -168,6 +177,10 @@ class flat_table {
   /// left and the table never rehashes to clear them (a rehash on the
   /// decision path was a latency spike).
   void erase(uint64_t key) {
+    if (!arrays::full(key)) {
+      aside_[key].reset();
+      return;
+    }
     drain_some();
     if (cur_.cap && cur_.erase(key, [&](uint64_t k) { return home(k, cur_); }))
       return;
@@ -184,10 +197,7 @@ class flat_table {
   size_t prepared_growths() const { return spare_.prepared(); }
 
  private:
-  static constexpr uint8_t empty = 0;
-  static constexpr uint8_t full = 1;
-  static constexpr uint8_t gone = 2; // left a draining table
-  static constexpr size_t npos = ~size_t{0};
+  static constexpr size_t npos = arrays::npos;
   // Below this many slots a table moves all at once (cheap).
   static constexpr size_t incremental_from = 4096;
   // Old slots looked at per insert or erase while draining: the old table
@@ -198,134 +208,6 @@ class flat_table {
   // passes prefault_at percent (7/8 of the way to MaxLoad).
   static constexpr size_t prefault_from = size_t{1} << 16;
   static constexpr size_t prefault_at = MaxLoad - MaxLoad / 8;
-
-  // A key and its value side by side: a lookup's key comparison and the
-  // value it returns share a cache line (separate key and value arrays
-  // were two misses a lookup in a table of fleet size, most of a prompt's
-  // match walk: docs/benchmarks.md). The value is constructed in full
-  // slots only.
-  struct slot {
-    uint64_t key;
-    alignas(Value) unsigned char raw[sizeof(Value)];
-  };
-
-  // One table's arrays: a state byte per slot (probed on their own: 64 to
-  // a cache line), and the slots.
-  struct arrays {
-    uint8_t* state = nullptr;
-    slot* slots = nullptr;
-    size_t cap = 0, mask = 0, size = 0;
-
-    uint64_t& key_at(size_t i) { return slots[i].key; }
-    uint64_t key_at(size_t i) const { return slots[i].key; }
-    Value& val_at(size_t i) {
-      return *std::launder(reinterpret_cast<Value*>(slots[i].raw));
-    }
-    const Value& val_at(size_t i) const {
-      return *std::launder(reinterpret_cast<const Value*>(slots[i].raw));
-    }
-
-    void allocate(size_t capacity) {
-      state = static_cast<uint8_t*>(table_memory::take(capacity, true));
-      slots =
-        static_cast<slot*>(table_memory::take(capacity * sizeof(slot), false));
-      if (!state || !slots) {
-        std::free(state);
-        std::free(slots);
-        throw std::bad_alloc{};
-      }
-      cap = capacity;
-      mask = capacity - 1;
-      size = 0;
-    }
-
-    // Writes every page of the arrays (state stays empty), so that the
-    // kernel's first-touch faults are taken by the thread calling this.
-    void prefault() {
-      table_memory::touch(state, cap);
-      table_memory::touch(slots, cap * sizeof(slot));
-    }
-
-    void release() {
-      if (!cap)
-        return;
-      if constexpr (!std::is_trivially_destructible_v<Value>)
-        for (size_t i = 0; i < cap; ++i)
-          if (state[i] == full)
-            val_at(i).~Value();
-      std::free(state);
-      std::free(slots);
-      *this = arrays{};
-    }
-
-    size_t find(uint64_t key, size_t i) const {
-      if (!cap)
-        return npos;
-      for (;; i = (i + 1) & mask) {
-        if (state[i] == empty)
-          return npos;
-        if (state[i] == full && key_at(i) == key)
-          return i;
-      }
-    }
-
-    // Puts a key known to be absent at the first free slot of its run.
-    size_t place(uint64_t key, size_t i, Value&& v) {
-      for (; state[i] == full; i = (i + 1) & mask) {
-      }
-      state[i] = full;
-      key_at(i) = key;
-      new (&val_at(i)) Value(std::move(v));
-      ++size;
-      return i;
-    }
-
-    // Marks slot i as left (a draining table only).
-    void leave(size_t i) {
-      val_at(i).~Value();
-      state[i] = gone;
-      --size;
-    }
-
-    template <class Home>
-    bool erase(uint64_t key, Home home) {
-      size_t i = find(key, home(key));
-      if (i == npos)
-        return false;
-      --size;
-      for (size_t j = (i + 1) & mask;; j = (j + 1) & mask) {
-        if (state[j] == empty)
-          break;
-        // Entry j may fill hole i unless its home lies cyclically in (i, j].
-        size_t h = home(key_at(j));
-        bool stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
-        if (stays)
-          continue;
-        key_at(i) = key_at(j);
-        val_at(i) = std::move(val_at(j));
-        i = j;
-      }
-      state[i] = empty;
-      val_at(i).~Value(); // what it held goes now
-      return true;
-    }
-
-    void prefetch(size_t i) const {
-      if (!cap)
-        return;
-      prefetch_line(&state[i]);
-      // A slot may straddle two lines: its first and last bytes.
-      prefetch_line(&slots[i]);
-      prefetch_line(reinterpret_cast<const char*>(&slots[i] + 1) - 1);
-    }
-
-    template <class F>
-    void each(F& f) const {
-      for (size_t i = 0; i < cap; ++i)
-        if (state[i] == full)
-          f(key_at(i), static_cast<const Value&>(val_at(i)));
-    }
-  };
 
   static size_t home(uint64_t key, const arrays& a) {
     // Keys are hashes already; fold the high bits in anyway.
@@ -338,6 +220,7 @@ class flat_table {
     std::swap(cur_, o.cur_);
     std::swap(old_, o.old_);
     std::swap(cursor_, o.cursor_);
+    std::swap(aside_, o.aside_);
     spare_.swap(o.spare_);
   }
 
@@ -364,7 +247,7 @@ class flat_table {
     if (!old_.cap)
       return;
     for (size_t end = std::min(old_.cap, cursor_ + n); cursor_ < end; ++cursor_)
-      if (old_.state[cursor_] == full) {
+      if (arrays::full(old_.key_at(cursor_))) {
         cur_.place(old_.key_at(cursor_), home(old_.key_at(cursor_), cur_),
                    std::move(old_.val_at(cursor_)));
         old_.leave(cursor_);
@@ -383,9 +266,10 @@ class flat_table {
   }
 
   arrays cur_;
-  arrays old_;                 // draining into cur_ while cap != 0
-  size_t cursor_ = 0;          // old_'s slots below it have been moved
-  spare_arrays<arrays> spare_; // the next size's, made by a helper
+  arrays old_;                    // draining into cur_ while cap != 0
+  size_t cursor_ = 0;             // old_'s slots below it have been moved
+  spare_arrays<arrays> spare_;    // the next size's, made by a helper
+  std::optional<Value> aside_[2]; // the keys 0 and 1 (arrays' markers)
 };
 
 } // namespace outrider::indexer

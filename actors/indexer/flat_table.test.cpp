@@ -264,3 +264,55 @@ TEST_CASE("flat_table: a reserved table holds its entries without growing",
   lazy.reserve(0);
   CHECK(lazy.capacity() == 0);
 }
+
+TEST_CASE("flat_table: the keys 0 and 1, its slots' markers, are held like "
+          "any other",
+          "[flat_table]") {
+  // A slot's key tells empty (0) and gone (1): the real keys 0 and 1 live
+  // apart, through growth, draining, copies, moves and clears.
+  flat_table<std::string> t;
+  bool added = false;
+  t.insert(0, added) = "zero";
+  CHECK(added);
+  t.insert(1, added) = "one";
+  CHECK(added);
+  CHECK(t.size() == 2);
+  t.insert(0, added) += "!";
+  CHECK_FALSE(added);
+  // Enough other keys for incremental growths (from 4,096 slots up),
+  // looked up while old tables drain.
+  for (uint64_t k = 2; k < 20000; ++k) {
+    t.insert(k * 0x9e3779b97f4a7c15ULL, added) = std::to_string(k);
+    REQUIRE(t.find(0));
+    REQUIRE(*t.find(0) == "zero!");
+    REQUIRE(*t.find(1) == "one");
+  }
+  CHECK(t.size() == 20000);
+  size_t seen = 0, markers = 0;
+  t.each([&](uint64_t k, const std::string& v) {
+    ++seen;
+    if (k < 2) {
+      ++markers;
+      CHECK(v == (k == 0 ? "zero!" : "one"));
+    }
+  });
+  CHECK(seen == 20000);
+  CHECK(markers == 2);
+  auto copy = t;
+  auto moved = std::move(t);
+  CHECK(*copy.find(1) == "one");
+  CHECK(*moved.find(0) == "zero!");
+  moved.erase(0);
+  CHECK_FALSE(moved.find(0));
+  CHECK(*moved.find(1) == "one");
+  CHECK(moved.size() == 19999);
+  CHECK(*copy.find(0) == "zero!"); // the copy is its own
+  copy.clear();
+  CHECK(copy.size() == 0);
+  CHECK_FALSE(copy.find(1));
+  // Erasing the others leaves the markers' keys alone.
+  for (uint64_t k = 2; k < 20000; ++k)
+    moved.erase(k * 0x9e3779b97f4a7c15ULL);
+  CHECK(moved.size() == 1);
+  CHECK(*moved.find(1) == "one");
+}

@@ -2,8 +2,8 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <future>
 #include <new>
 #include <sys/mman.h>
@@ -21,22 +21,42 @@ constexpr size_t huge_page = size_t{2} << 20;
 // Arrays from this size up are taken in huge pages.
 constexpr size_t huge_from = size_t{4} << 20;
 
-/// An array of `bytes`, zeroed if asked. From `huge_from` up, aligned to
-/// and asked of the kernel in 2 MiB pages (MADV_HUGEPAGE; a no-op where
-/// transparent huge pages are off): lookups at random in an index of fleet
-/// size (hundreds of MB) miss the TLB on every block with 4 KiB pages, and
-/// a growth's pages fault 512 at a time. Freed with std::free.
-inline void* take(size_t bytes, bool zero) {
+/// A zeroed array of `bytes`, given back with `give` (same size). Below
+/// `huge_from` from calloc. From `huge_from` up, straight from the kernel
+/// (an anonymous mapping: zero pages, faulted in as they are first
+/// touched, nothing written here), aligned to 2 MiB and asked of it in
+/// huge pages (MADV_HUGEPAGE; a no-op where transparent huge pages are
+/// off): lookups at random in an index of fleet size (hundreds of MB) miss
+/// the TLB on every block with 4 KiB pages, and a growth's pages fault 512
+/// at a time.
+inline void* take(size_t bytes) {
   if (bytes < huge_from)
-    return zero ? std::calloc(bytes, 1) : std::malloc(bytes);
+    return std::calloc(bytes, 1);
   size_t rounded = (bytes + huge_page - 1) & ~(huge_page - 1);
-  void* p = std::aligned_alloc(huge_page, rounded);
-  if (!p)
+  // Asked one huge page longer, then trimmed to start on a boundary.
+  size_t span = rounded + huge_page;
+  void* m = ::mmap(nullptr, span, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED)
     return nullptr;
-  ::madvise(p, rounded, MADV_HUGEPAGE);
-  if (zero)
-    std::memset(p, 0, bytes);
-  return p;
+  auto base = reinterpret_cast<uintptr_t>(m);
+  auto start = (base + huge_page - 1) & ~(uintptr_t{huge_page} - 1);
+  if (start > base)
+    ::munmap(m, start - base);
+  if (auto end = start + rounded; base + span > end)
+    ::munmap(reinterpret_cast<void*>(end), base + span - end);
+  ::madvise(reinterpret_cast<void*>(start), rounded, MADV_HUGEPAGE);
+  return reinterpret_cast<void*>(start);
+}
+
+/// Gives back an array from `take` of `bytes`.
+inline void give(void* p, size_t bytes) {
+  if (!p)
+    return;
+  if (bytes < huge_from)
+    std::free(p);
+  else
+    ::munmap(p, (bytes + huge_page - 1) & ~(huge_page - 1));
 }
 
 /// Writes a zero byte into every page of `bytes` at `p`, so that the
