@@ -12,13 +12,16 @@ prefix_index::prefix_index(uint64_t seed, bool counted)
 void prefix_index::add_holder(uint64_t seq, slot_id slot) {
   bool added = false;
   auto& ref = table_.insert(seq, added);
-  if (slot < 64) {
-    auto bit = uint64_t{1} << slot;
-    if (ref.mask0 & bit) {
+  uint32_t word = slot / 64;
+  if (ref.bits == 0 && ref.entry == 0)
+    ref.w = word; // a block new, or held by none: its first holder's word
+  if (word == ref.w) {
+    auto bit = uint64_t{1} << (slot % 64);
+    if (ref.bits & bit) {
       ++extra_holds_[{seq, slot}];
       return;
     }
-    ref.mask0 |= bit;
+    ref.bits |= bit;
   } else {
     if (ref.entry == 0) {
       if (free_entries_.empty()) {
@@ -50,12 +53,14 @@ void prefix_index::drop_holder(uint64_t seq, slot_id slot) {
       return;
     }
   }
-  if (slot < 64) {
-    auto bit = uint64_t{1} << slot;
-    if (!(ref->mask0 & bit))
+  if (slot / 64 == ref->w) {
+    auto bit = uint64_t{1} << (slot % 64);
+    if (!(ref->bits & bit))
       return;
-    ref->mask0 &= ~bit;
+    ref->bits &= ~bit;
   } else {
+    if (ref->entry == 0)
+      return;
     auto& hi = entries_[ref->entry];
     if (!hi.clear(slot))
       return;
@@ -66,7 +71,7 @@ void prefix_index::drop_holder(uint64_t seq, slot_id slot) {
     }
   }
   --entries_count_;
-  if (ref->mask0 == 0 && ref->entry == 0)
+  if (ref->bits == 0 && ref->entry == 0)
     table_.erase(seq);
 }
 
@@ -136,9 +141,9 @@ bool prefix_index::holds(uint64_t key, slot_id slot) const {
   const auto* ref = table_.find(key);
   if (!ref)
     return false;
-  if (slot < 64)
-    return (ref->mask0 >> slot) & 1;
-  return entries_[ref->entry].test(slot);
+  if (slot / 64 == ref->w)
+    return (ref->bits >> (slot % 64)) & 1;
+  return ref->entry != 0 && entries_[ref->entry].test(slot);
 }
 
 uint32_t prefix_index::holds_along(const std::vector<uint64_t>& keys,
@@ -155,13 +160,14 @@ uint32_t prefix_index::holds_along(const std::vector<uint64_t>& keys,
       table_.prefetch(keys[i + walk_ahead]);
     const auto* ref = table_.find(keys[i]);
     bool held = false;
-    if (ref && slot < 64) {
-      held = (ref->mask0 >> slot) & 1;
-    } else if (ref) {
+    if (ref && slot / 64 == ref->w) {
+      held = (ref->bits >> (slot % 64)) & 1;
+    } else if (ref && ref->entry != 0) {
       const auto& hi = entries_[ref->entry];
-      // The words hold only slots from 64 on: the same words, the same
-      // answer as the block before.
-      held = prev && prev->entry != 0 && hi.same(entries_[prev->entry])
+      // The entry's words, not the inline word, answered for the block
+      // before too: the same words, the same answer.
+      held = prev && prev->w != slot / 64 && prev->entry != 0 &&
+                 hi.same(entries_[prev->entry])
                ? out[i - 1] != 0
                : hi.test(slot);
     }

@@ -122,14 +122,18 @@ class prefix_index {
 
   uint64_t seed_;
   bool counted_ = false;
-  // Per distinct block: the slots holding it, as bits. The first 64 slots
-  // as a mask inline in the table (matching by AND stays in this flat
-  // table); the slots beyond as sparse mask words (slot_words) in an entry
-  // of `entries_`, made only for blocks some such slot holds (entry 0:
-  // none). A block one high slot holds costs one word, not one per 64
-  // slots below.
+  // Per distinct block: the slots holding it, as 64-slot bit words. One
+  // word inline in the table (`w`, `bits`: at most 64 slots, as in most
+  // fleets, match by AND within this flat table), the others as sparse
+  // words (slot_words) in an entry of `entries_`, made only for blocks
+  // held in more than one word (entry 0: none). The inline word's index
+  // is the first holder's and stays while any slot of it or the entry
+  // holds the block: the entry never has word `w`. At 10,000 workers a
+  // block few slots of one word hold costs no entry (32 bytes and more;
+  // before, every block a slot from 64 up held had one).
   struct block_ref {
-    uint64_t mask0 = 0;
+    uint64_t bits = 0;
+    uint32_t w = 0;
     uint32_t entry = 0;
   };
   flat_table<block_ref> table_;

@@ -19,8 +19,8 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
   match_groups out;
   if (seq_hashes.empty())
     return out;
-  // The masks of one block: the index's (word 0 in the table, the others
-  // sparse in its entry), and the other source's.
+  // The masks of one block: the index's (one word inline in the table,
+  // the others sparse in its entry), and the other source's.
   struct masks {
     const block_ref* ref = nullptr;
     const slot_words* hi = nullptr;
@@ -41,7 +41,7 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
   auto masks_of = [&](uint64_t key) {
     masks m;
     m.ref = table_.find(key);
-    if (m.ref)
+    if (m.ref && m.ref->entry != 0)
       m.hi = &entries_[m.ref->entry];
     if (also)
       m.extra = also->find(key);
@@ -66,26 +66,25 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
   };
   std::vector<word_state> active;
   auto first = masks_of(seq_hashes[0]);
-  if (first.ref) {
-    if (first.ref->mask0)
-      active.push_back({0, first.ref->mask0});
+  // Adds a word's bits to the sorted list (OR where the word is there).
+  auto add_word = [&](uint32_t w, uint64_t bits) {
+    auto i =
+      std::lower_bound(active.begin(), active.end(), w,
+                       [](const word_state& a, uint32_t v) { return a.w < v; });
+    if (i != active.end() && i->w == w)
+      i->live |= bits;
+    else
+      active.insert(i, {w, bits});
+  };
+  if (first.hi)
     for (size_t k = 0; k < first.hi->size(); ++k)
       active.push_back({(*first.hi)[k].first, (*first.hi)[k].second});
-  }
-  if (first.extra) {
-    for (size_t k = 0; k < first.extra->size(); ++k) {
+  if (first.ref && first.ref->bits)
+    add_word(first.ref->w, first.ref->bits);
+  if (first.extra)
+    for (size_t k = 0; k < first.extra->size(); ++k)
       // Plain locals: a word is packed (slot_words.hpp).
-      uint32_t w = (*first.extra)[k].first;
-      uint64_t bits = (*first.extra)[k].second;
-      auto i = std::lower_bound(
-        active.begin(), active.end(), w,
-        [](const word_state& a, uint32_t v) { return a.w < v; });
-      if (i != active.end() && i->w == w)
-        i->live |= bits;
-      else
-        active.insert(i, {w, bits});
-    }
-  }
+      add_word((*first.extra)[k].first, (*first.extra)[k].second);
   auto drop = [&](uint32_t depth, uint32_t word, uint64_t bits) {
     if (out.groups.empty() || out.groups.back().blocks != depth)
       out.groups.push_back({depth, 0, {}});
@@ -100,8 +99,12 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
   // words). Compared by the sets' fingerprints (slot_words::same).
   static const slot_words none;
   auto words_of = [](const slot_words* w) { return w ? w : &none; };
+  auto inline_word = [](const masks& m) {
+    return m.ref && m.ref->bits ? std::pair{m.ref->w, m.ref->bits}
+                                : std::pair{uint32_t{0}, uint64_t{0}};
+  };
   auto same = [&](const masks& a, const masks& b) {
-    return (a.ref ? a.ref->mask0 : 0) == (b.ref ? b.ref->mask0 : 0) &&
+    return inline_word(a) == inline_word(b) &&
            words_of(a.hi)->same(*words_of(b.hi)) &&
            words_of(a.extra)->same(*words_of(b.extra));
   };
@@ -118,9 +121,10 @@ match_groups prefix_index::find_groups(const std::vector<uint64_t>& seq_hashes,
     // searched for.
     size_t x = 0, y = 0;
     for (auto a : active) {
-      uint64_t mine = !m.ref     ? 0
-                      : a.w == 0 ? m.ref->mask0
-                                 : merged(m.hi, y, a.w);
+      // The inline word is never among the entry's (prefix_index.hpp).
+      uint64_t mine = !m.ref            ? 0
+                      : a.w == m.ref->w ? m.ref->bits
+                                        : merged(m.hi, y, a.w);
       auto live = a.live & (mine | merged(m.extra, x, a.w));
       if (auto gone = a.live & ~live)
         drop(depth, a.w, gone);
