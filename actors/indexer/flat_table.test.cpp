@@ -316,3 +316,42 @@ TEST_CASE("flat_table: the keys 0 and 1, its slots' markers, are held like "
   CHECK(moved.size() == 1);
   CHECK(*moved.find(1) == "one");
 }
+
+TEST_CASE("table_memory: arrays of 4 MiB and more come zeroed, aligned to "
+          "2 MiB, and go back; a table that size holds its entries",
+          "[flat_table]") {
+  namespace tm = outrider::indexer::table_memory;
+  for (size_t bytes :
+       {tm::huge_from, tm::huge_from + 12345, 3 * tm::huge_from}) {
+    auto* p = static_cast<unsigned char*>(tm::take(bytes));
+    REQUIRE(p);
+    CHECK(reinterpret_cast<uintptr_t>(p) % tm::huge_page == 0);
+    bool zero = true;
+    for (size_t i = 0; i < bytes; i += 4093)
+      zero = zero && p[i] == 0;
+    CHECK(zero);
+    CHECK(p[bytes - 1] == 0);
+    // Writable to its last byte; what was written is not seen again.
+    for (size_t i = 0; i < bytes; i += 4093)
+      p[i] = 7;
+    p[bytes - 1] = 7;
+    tm::give(p, bytes);
+    auto* q = static_cast<unsigned char*>(tm::take(bytes));
+    REQUIRE(q);
+    CHECK(q[0] == 0);
+    CHECK(q[bytes - 1] == 0);
+    tm::give(q, bytes);
+  }
+  // 300,000 entries: the table's arrays pass 4 MiB (16-byte slots) and
+  // come from the kernel; they grow, drain and go back with the table.
+  flat_table<uint64_t> t;
+  bool added = false;
+  for (uint64_t k = 0; k < 300000; ++k)
+    t.insert(k * 0x9e3779b97f4a7c15ULL, added) = k;
+  CHECK(t.capacity() * 16 >= tm::huge_from);
+  for (uint64_t k = 0; k < 300000; k += 997)
+    REQUIRE(*t.find(k * 0x9e3779b97f4a7c15ULL) == k);
+  CHECK(t.size() == 300000);
+  t.clear();
+  CHECK(t.capacity() == 0);
+}
