@@ -318,7 +318,7 @@ TEST_CASE("flat_table: the keys 0 and 1, its slots' markers, are held like "
 }
 
 TEST_CASE("table_memory: arrays of 4 MiB and more come zeroed, aligned to "
-          "2 MiB, and go back; a table that size holds its entries",
+          "2 MiB, and go back, and a table that size holds its entries",
           "[flat_table]") {
   namespace tm = outrider::indexer::table_memory;
   for (size_t bytes :
