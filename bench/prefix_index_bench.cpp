@@ -18,6 +18,7 @@
 #include <malloc.h>
 #include <random>
 #include <string>
+#include <unistd.h>
 #include <unordered_set>
 #include <vector>
 
@@ -36,8 +37,23 @@ int workers = 64;
 size_t blocks_per_worker = 16000;
 constexpr size_t prompt_blocks = 128;
 
+// Pages resident (/proc/self/statm), in bytes.
+size_t resident() {
+  size_t pages = 0, res = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%zu %zu", &pages, &res) != 2)
+      res = 0;
+    std::fclose(f);
+  }
+  return res * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// malloc's blocks in use, its own mappings (large blocks) and the index
+// tables' arrays mapped apart (table_memory::take, 4 MiB and more).
 size_t heap_in_use() {
-  return mallinfo2().uordblks;
+  auto m = mallinfo2();
+  return m.uordblks + m.hblkhd +
+         outrider::indexer::table_memory::mapped().load();
 }
 
 } // namespace
@@ -109,6 +125,7 @@ int main(int argc, char** argv) {
   double hash_s = std::chrono::duration<double>(clock_type::now() - t0).count();
 
   auto heap0 = heap_in_use();
+  auto rss0 = resident();
   indexer::prefix_index index{kv::block_hash_seed};
   t0 = clock_type::now();
   for (int w = 0; w < workers; ++w)
@@ -117,6 +134,7 @@ int main(int argc, char** argv) {
   double apply_s =
     std::chrono::duration<double>(clock_type::now() - t0).count();
   auto heap1 = heap_in_use();
+  auto rss1 = resident();
 
   // find_matches on prompts the cluster has seen, against a baseline of 128
   // lookups in a plain hash set of the same size.
@@ -163,11 +181,13 @@ int main(int argc, char** argv) {
               prompt_blocks, pct(lat, 0.5), pct(lat, 0.99), pct(base, 0.5),
               pct(base, 0.99), pct(lat, 0.99) / pct(base, 0.99),
               static_cast<double>(matched) / 20000);
-  std::printf("memory: %.1f bytes per (worker, block) entry (heap grew "
-              "%.1f MiB)\n",
-              static_cast<double>(heap1 - heap0) /
-                static_cast<double>(index.entries()),
-              static_cast<double>(heap1 - heap0) / (1 << 20));
+  std::printf(
+    "memory: %.1f bytes per (worker, block) entry (heap grew "
+    "%.1f MiB; resident grew %.1f MiB: %.1f bytes per entry)\n",
+    static_cast<double>(heap1 - heap0) / static_cast<double>(index.entries()),
+    static_cast<double>(heap1 - heap0) / (1 << 20),
+    static_cast<double>(rss1 - rss0) / (1 << 20),
+    static_cast<double>(rss1 - rss0) / static_cast<double>(index.entries()));
 
   // The router's own path: the tiered index with a cap on every rank (the
   // store order it keeps), GPU events only, matched with find().

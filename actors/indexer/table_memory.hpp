@@ -21,6 +21,13 @@ constexpr size_t huge_page = size_t{2} << 20;
 // Arrays from this size up are taken in huge pages.
 constexpr size_t huge_from = size_t{4} << 20;
 
+/// Bytes mapped by `take` and not yet given back, process-wide: outside
+/// malloc's own counts (mallinfo), for what measures memory.
+inline std::atomic<size_t>& mapped() {
+  static std::atomic<size_t> bytes{0};
+  return bytes;
+}
+
 /// A zeroed array of `bytes`, given back with `give` (same size). Below
 /// `huge_from` from calloc. From `huge_from` up, straight from the kernel
 /// (an anonymous mapping: zero pages, faulted in as they are first
@@ -46,6 +53,7 @@ inline void* take(size_t bytes) {
   if (auto end = start + rounded; base + span > end)
     ::munmap(reinterpret_cast<void*>(end), base + span - end);
   ::madvise(reinterpret_cast<void*>(start), rounded, MADV_HUGEPAGE);
+  mapped().fetch_add(rounded, std::memory_order_relaxed);
   return reinterpret_cast<void*>(start);
 }
 
@@ -55,8 +63,11 @@ inline void give(void* p, size_t bytes) {
     return;
   if (bytes < huge_from)
     std::free(p);
-  else
-    ::munmap(p, (bytes + huge_page - 1) & ~(huge_page - 1));
+  else {
+    size_t rounded = (bytes + huge_page - 1) & ~(huge_page - 1);
+    ::munmap(p, rounded);
+    mapped().fetch_sub(rounded, std::memory_order_relaxed);
+  }
 }
 
 /// Writes a zero byte into every page of `bytes` at `p`, so that the
