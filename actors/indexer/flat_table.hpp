@@ -3,10 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <new>
 #include <optional>
-#include <type_traits>
 #include <utility>
 
 #include "actors/indexer/flat_arrays.hpp"

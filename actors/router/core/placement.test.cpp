@@ -158,16 +158,8 @@ TEST_CASE("placement: a rank's table is made for its share of the "
   claims_much.total_kv_blocks = uint64_t{1} << 40;
   p.add_worker(claims_much);
   p.add_worker(worker("c")); // says nothing of its cache
-  for (std::string id : {"a", "b", "c"}) {
-    worker_events ev;
-    ev.worker_id = id;
-    kv::block_stored stored;
-    stored.block_size = 4;
-    stored.token_ids = prompt(500, 4);
-    stored.block_hashes.push_back(1000);
-    ev.events.emplace_back(stored);
-    REQUIRE(p.apply_events(ev));
-  }
+  for (std::string id : {"a", "b", "c"})
+    report_stored(p, id, prompt(500, 4), 1000); // one block each
   const auto& gpu = p.index().tier(kv::medium::gpu);
   CHECK(gpu.table_slots(0) == 512);  // a's rank 0: 273 at 80%
   CHECK(gpu.table_slots(1) == 0);    // a's rank 1: no block yet

@@ -1,7 +1,9 @@
 #pragma once
 
-// Shared by the placement unit tests: a hand-moved clock and a worker
-// record.
+// Shared by the placement unit tests: a hand-moved clock, a worker
+// record, and a rank's stored blocks.
+
+#include <catch2/catch.hpp>
 
 #include "actors/router/core/placement.hpp"
 
@@ -24,6 +26,22 @@ inline cluster::worker_record worker(const std::string& id) {
   r.kv_block_size = 4;
   r.data_parallel_size = 1;
   return r;
+}
+
+// Worker `id` reports the blocks of `tokens` as stored (4 tokens a block,
+// engine hashes from `first_hash` on).
+inline void report_stored(placement& p, const std::string& id,
+                          const std::vector<uint32_t>& tokens,
+                          uint64_t first_hash) {
+  worker_events ev;
+  ev.worker_id = id;
+  kv::block_stored s;
+  s.block_size = 4;
+  s.token_ids = tokens;
+  for (uint64_t i = 0; i < tokens.size() / 4; ++i)
+    s.block_hashes.push_back(first_hash + i);
+  ev.events.emplace_back(s);
+  REQUIRE(p.apply_events(ev));
 }
 
 } // namespace outrider::router::test

@@ -113,20 +113,6 @@ TEST_CASE("placement: prefill-only placements are not held by the KV share",
 
 namespace {
 
-// Rank `id` reports the blocks of `tokens` as stored (4 tokens a block).
-void stored(placement& p, const std::string& id,
-            const std::vector<uint32_t>& tokens, uint64_t first_hash) {
-  worker_events ev;
-  ev.worker_id = id;
-  kv::block_stored s;
-  s.block_size = 4;
-  s.token_ids = tokens;
-  for (uint64_t i = 0; i < tokens.size() / 4; ++i)
-    s.block_hashes.push_back(first_hash + i);
-  ev.events.emplace_back(s);
-  REQUIRE(p.apply_events(ev));
-}
-
 std::vector<uint32_t> concat(std::vector<uint32_t> a,
                              const std::vector<uint32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -147,7 +133,7 @@ TEST_CASE("placement: a prompt mostly cached on its rank goes ahead of the "
   placement p{cfg, clk.fn(), 1};
   p.add_worker(sized("a", 100));
   auto cached = prompt(0, 6);
-  stored(p, "a", cached, 100);
+  report_stored(p, "a", cached, 100);
   // Cold: no priority. 6 of 8 blocks cached: ahead.
   auto cold = place(p, prompt(5000, 20));
   REQUIRE(cold.ok);
