@@ -163,7 +163,7 @@ TEST_CASE("placement: a prompt mostly cached on its rank goes ahead of the "
     other.queue_kv_share = 0;
     placement q{other, clk.fn(), 1};
     q.add_worker(sized("a", 100));
-    stored(q, "a", cached, 100);
+    report_stored(q, "a", cached, 100);
     auto d = place(q, concat(cached, prompt(9000, 2)));
     REQUIRE(d.ok);
     CHECK(d.priority == 0);
