@@ -36,8 +36,13 @@ namespace outrider::indexer {
 /// router's actor stopped for over half a second at each doubling of its
 /// index at 10,000 workers, docs/benchmarks.md). So from `prefault_from`
 /// slots up, the next size's arrays are allocated and written on a helper
-/// thread (one per growth, gone when it is done) while the table fills
-/// its last eighth before growing, and the growth takes them ready.
+/// thread (one per growth, gone when it is done) once the table reaches
+/// its load limit; it fills on past the limit (up to half its remaining
+/// room) while the helper works, and grows as soon as they are ready.
+/// Asked for any earlier (they were, from 7/8 of the limit), they were
+/// held beside a table that stopped filling short of its limit, as a
+/// fleet's index does once its caches are full: three times the table's
+/// own arrays (docs/benchmarks.md).
 template <class Value, unsigned MaxLoad = 70>
 class flat_table {
   static_assert(MaxLoad >= 10 && MaxLoad <= 90);
@@ -113,9 +118,6 @@ class flat_table {
       return *aside_[key];
     }
     drain_some();
-    if (cur_.cap >= prefault_from && !spare_.asked_at(cur_.cap) &&
-        (size() + 1) * 100 > cur_.cap * prefault_at)
-      spare_.ask(cur_.cap, cur_.cap * 2);
     if (old_.cap)
       if (auto i = old_.find(key, home(key, old_)); i != npos) {
         added = false; // still in the old table: it moves now
@@ -129,7 +131,7 @@ class flat_table {
         added = false;
         return cur_.val_at(i);
       }
-    if ((size() + 1) * 100 > cur_.cap * MaxLoad)
+    if ((size() + 1) * 100 > cur_.cap * MaxLoad && !stretch())
       grow();
     added = true;
     return cur_.val_at(cur_.place(key, home(key, cur_), Value{}));
@@ -201,10 +203,11 @@ class flat_table {
   // (C slots) is empty before the new one (2C) can reach its own limit,
   // which takes at least C * MaxLoad / 100 inserts.
   static constexpr size_t drain_per_op = 4;
-  // From this many slots the next arrays are made ahead, once the load
-  // passes prefault_at percent (7/8 of the way to MaxLoad).
+  // From this many slots the next arrays are made by a helper when the
+  // load reaches MaxLoad, and the table fills on up to stretch_load
+  // percent (half its remaining room) while the helper works.
   static constexpr size_t prefault_from = size_t{1} << 16;
-  static constexpr size_t prefault_at = MaxLoad - MaxLoad / 8;
+  static constexpr size_t stretch_load = MaxLoad + (100 - MaxLoad) / 2;
 
   static size_t home(uint64_t key, const arrays& a) {
     // Keys are hashes already; fold the high bits in anyway.
@@ -219,6 +222,20 @@ class flat_table {
     std::swap(cursor_, o.cursor_);
     std::swap(aside_, o.aside_);
     spare_.swap(o.spare_);
+  }
+
+  // Whether an insert that finds the table at its load limit should wait
+  // for the helper's arrays (filling on meanwhile) instead of growing now:
+  // asks for them the first time, then stretches until they are ready or
+  // the table reaches stretch_load (where the growth waits for them).
+  bool stretch() {
+    if (cur_.cap < prefault_from || old_.cap)
+      return false;
+    if (!spare_.asked_at(cur_.cap)) {
+      spare_.ask(cur_.cap, cur_.cap * 2);
+      return spare_.working();
+    }
+    return spare_.working() && (size() + 1) * 100 <= cur_.cap * stretch_load;
   }
 
   void grow() {

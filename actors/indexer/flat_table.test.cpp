@@ -133,17 +133,19 @@ TEST_CASE("flat_table: a table of fleet size grows into arrays a helper "
           "made ahead",
           "[flat_table]") {
   // 2^17 slots hold 91,750 entries at 70%: the arrays for 2^18 are asked
-  // for from 61% on and taken by the growth; every entry stays found.
+  // for there and taken by the growth once ready (the table filling on
+  // meanwhile, up to 85%); every entry stays found.
   flat_table<uint64_t> t;
   auto key = [](uint64_t k) { return k * 0x9e3779b97f4a7c15ULL + 1; };
   uint64_t n = 0;
-  for (; n < 200000; ++n) {
+  for (; n < 223000; ++n) {
     bool added = false;
     t.insert(key(n), added) = n;
     REQUIRE(added);
   }
-  // From 65,536 slots up each growth took prepared arrays: 2^16 -> 2^17
-  // and 2^17 -> 2^18 (200,000 entries need 2^19 slots: a third).
+  // From 65,536 slots up each growth took prepared arrays: 2^16 -> 2^17,
+  // 2^17 -> 2^18 and 2^18 -> 2^19 (223,000 entries are past 85% of 2^18,
+  // where a growth waits for its arrays at the latest).
   CHECK(t.prepared_growths() == 3);
   for (uint64_t k = 0; k < n; ++k) {
     auto* v = t.find(key(k));
@@ -195,7 +197,8 @@ TEST_CASE("flat_table: a table of fleet size grows into arrays a helper "
   // leak or a race).
   for (int round = 0; round < 3; ++round) {
     flat_table<std::string> u;
-    for (uint64_t k = 0; k < 84000; ++k) { // past 61% of 2^17, under 70%
+    // Just past 70% of 2^17 (91,751 entries): the helper has been asked.
+    for (uint64_t k = 0; k < 91760; ++k) {
       bool added = false;
       u.insert(key(k), added) = "v";
     }
@@ -206,7 +209,7 @@ TEST_CASE("flat_table: a table of fleet size grows into arrays a helper "
       auto moved = std::move(u);
       bool added = false;
       moved.insert(key(999999), added);
-      CHECK(moved.size() == 84001);
+      CHECK(moved.size() == 91761);
     }
   }
 }
@@ -354,4 +357,36 @@ TEST_CASE("table_memory: arrays of 4 MiB and more come zeroed, aligned to "
   CHECK(t.size() == 300000);
   t.clear();
   CHECK(t.capacity() == 0);
+}
+
+TEST_CASE("flat_table: a table that stops filling short of its load limit "
+          "holds no next arrays",
+          "[flat_table]") {
+  // A fleet whose caches are full keeps its index at one size. 2^18 slots
+  // of 16 bytes (4 MiB: mapped apart, so counted by table_memory) filled
+  // to 65%, under the 70% limit: only the table's own arrays are held.
+  // (Next arrays were asked for from 7/8 of the limit, 61%: 8 MiB more,
+  // held for as long as the table stayed in that band.)
+  namespace tm = outrider::indexer::table_memory;
+  auto key = [](uint64_t k) { return k * 0x9e3779b97f4a7c15ULL + 3; };
+  auto before = tm::mapped().load();
+  flat_table<uint64_t> t;
+  uint64_t n = 0;
+  bool added = false;
+  for (; n < 170000; ++n) // 2^18 slots from 91,751 entries on
+    t.insert(key(n), added) = n;
+  REQUIRE(t.capacity() == (size_t{1} << 18));
+  REQUIRE_FALSE(t.growing());
+  CHECK(tm::mapped().load() - before == size_t{4} << 20);
+  // It still grows into prepared arrays once it passes the limit (by 85%
+  // at the latest, waiting for them there), and every entry stays found.
+  auto prepared = t.prepared_growths();
+  for (; n < 223000; ++n)
+    t.insert(key(n), added) = n;
+  CHECK(t.capacity() == (size_t{1} << 19));
+  CHECK(t.prepared_growths() == prepared + 1);
+  for (uint64_t k = 0; k < n; k += 13)
+    REQUIRE(*t.find(key(k)) == k);
+  t.clear();
+  CHECK(tm::mapped().load() == before);
 }

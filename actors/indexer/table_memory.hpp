@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -128,6 +129,11 @@ class spare_arrays {
   spare_arrays& operator=(const spare_arrays&) = delete;
   ~spare_arrays() { drop(); }
 
+  /// Whether the helper is still at work on the arrays asked for.
+  bool working() const {
+    return made_.valid() &&
+           made_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+  }
   /// Whether arrays were asked for while the table had `cap` slots.
   bool asked_at(size_t cap) const { return asked_at_ == cap; }
   /// Asks for arrays of `capacity` slots, once per `cap` whatever comes
