@@ -127,12 +127,21 @@ int main(int argc, char** argv) {
   auto heap0 = heap_in_use();
   auto rss0 = resident();
   indexer::prefix_index index{kv::block_hash_seed};
-  t0 = clock_type::now();
-  for (int w = 0; w < workers; ++w)
+  // Memory is also sampled along the fill's second half (32 points,
+  // outside the apply time): a table's bytes per entry depend on where the
+  // fill stops between two of its growths, and a fleet's index may stop
+  // anywhere. Half the fill to all of it spans a whole doubling.
+  std::vector<double> along;
+  double apply_s = 0;
+  for (int w = 0; w < workers; ++w) {
+    t0 = clock_type::now();
     index.apply(static_cast<indexer::slot_id>(w),
                 batches[static_cast<size_t>(w)]);
-  double apply_s =
-    std::chrono::duration<double>(clock_type::now() - t0).count();
+    apply_s += std::chrono::duration<double>(clock_type::now() - t0).count();
+    if (2 * (w + 1) >= workers && (w + 1) % std::max(1, workers / 64) == 0)
+      along.push_back(static_cast<double>(heap_in_use() - heap0) /
+                      static_cast<double>(index.entries()));
+  }
   auto heap1 = heap_in_use();
   auto rss1 = resident();
 
@@ -188,6 +197,17 @@ int main(int argc, char** argv) {
     static_cast<double>(heap1 - heap0) / (1 << 20),
     static_cast<double>(rss1 - rss0) / (1 << 20),
     static_cast<double>(rss1 - rss0) / static_cast<double>(index.entries()));
+  if (!along.empty()) {
+    double sum = 0;
+    for (double b : along)
+      sum += b;
+    std::printf(
+      "memory along the fill's second half (%zu points): mean %.1f, min %.1f, "
+      "max %.1f bytes per entry\n",
+      along.size(), sum / static_cast<double>(along.size()),
+      *std::min_element(along.begin(), along.end()),
+      *std::max_element(along.begin(), along.end()));
+  }
 
   // The router's own path: the tiered index with a cap on every rank (the
   // store order it keeps), GPU events only, matched with find().

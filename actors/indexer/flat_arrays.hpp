@@ -45,7 +45,11 @@ struct flat_arrays {
   };
 
   slot* slots = nullptr;
-  size_t cap = 0, mask = 0, size = 0;
+  size_t cap = 0, size = 0;
+  size_t bytes = 0; // taken from table_memory (cap's slots, or more)
+
+  // The slot after i, wrapping (a capacity need not be a power of two).
+  size_t next(size_t i) const { return i + 1 == cap ? 0 : i + 1; }
 
   uint64_t& key_at(size_t i) { return slots[i].key; }
   uint64_t key_at(size_t i) const { return slots[i].key; }
@@ -56,18 +60,21 @@ struct flat_arrays {
     return *std::launder(reinterpret_cast<const Value*>(slots[i].raw));
   }
 
+  // At least `capacity` slots: as many as the memory taken holds (huge
+  // arrays come in whole 2 MiB pages).
   void allocate(size_t capacity) {
-    slots = static_cast<slot*>(table_memory::take(capacity * sizeof(slot)));
+    size_t want = table_memory::usable(capacity * sizeof(slot));
+    slots = static_cast<slot*>(table_memory::take(want));
     if (!slots)
       throw std::bad_alloc{};
-    cap = capacity;
-    mask = capacity - 1;
+    bytes = want;
+    cap = want / sizeof(slot);
     size = 0;
   }
 
   // Writes every page of the array (each slot stays empty), so that the
   // kernel's first-touch faults are taken by the thread calling this.
-  void prefault() { table_memory::touch(slots, cap * sizeof(slot)); }
+  void prefault() { table_memory::touch(slots, bytes); }
 
   void release() {
     if (!cap)
@@ -76,7 +83,7 @@ struct flat_arrays {
       for (size_t i = 0; i < cap; ++i)
         if (full(key_at(i)))
           val_at(i).~Value();
-    table_memory::give(slots, cap * sizeof(slot));
+    table_memory::give(slots, bytes);
     *this = flat_arrays{};
   }
 
@@ -84,7 +91,7 @@ struct flat_arrays {
   size_t find(uint64_t key, size_t i) const {
     if (!cap)
       return npos;
-    for (;; i = (i + 1) & mask) {
+    for (;; i = next(i)) {
       auto k = key_at(i);
       if (k == key)
         return i;
@@ -95,7 +102,7 @@ struct flat_arrays {
 
   // Puts a key known to be absent at the first free slot of its run.
   size_t place(uint64_t key, size_t i, Value&& v) {
-    for (; full(key_at(i)); i = (i + 1) & mask) {
+    for (; full(key_at(i)); i = next(i)) {
     }
     key_at(i) = key;
     new (slots[i].raw) Value(std::move(v));
@@ -119,7 +126,7 @@ struct flat_arrays {
     if (i == npos)
       return false;
     --size;
-    for (size_t j = (i + 1) & mask;; j = (j + 1) & mask) {
+    for (size_t j = next(i);; j = next(j)) {
       if (key_at(j) == empty_key)
         break;
       // Entry j may fill hole i unless its home lies cyclically in (i, j].

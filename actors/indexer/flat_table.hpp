@@ -45,7 +45,7 @@ namespace outrider::indexer {
 /// own arrays (docs/benchmarks.md).
 template <class Value, unsigned MaxLoad = 70>
 class flat_table {
-  static_assert(MaxLoad >= 10 && MaxLoad <= 90);
+  static_assert(MaxLoad >= 40 && MaxLoad <= 90);
   static_assert(alignof(Value) <= alignof(std::max_align_t));
   using arrays = flat_arrays<Value>;
 
@@ -139,14 +139,11 @@ class flat_table {
 
   /// Makes room for `n` entries in a table that has nothing allocated yet
   /// (else nothing happens): arrays of that size from the start, instead
-  /// of doubling up to it from 16 slots as it fills.
+  /// of growing up to it from 16 slots as it fills.
   void reserve(size_t n) {
     if (cur_.cap || old_.cap || n == 0)
       return;
-    size_t want = n * 100 / MaxLoad + 1, cap = 16;
-    while (cap < want)
-      cap *= 2;
-    cur_.allocate(cap);
+    cur_.allocate(std::max<size_t>(16, n * 100 / MaxLoad + 1));
   }
   /// Slots allocated (tests).
   size_t capacity() const { return cur_.cap; }
@@ -200,21 +197,34 @@ class flat_table {
   // Below this many slots a table moves all at once (cheap).
   static constexpr size_t incremental_from = 4096;
   // Old slots looked at per insert or erase while draining: the old table
-  // (C slots) is empty before the new one (2C) can reach its own limit,
-  // which takes at least C * MaxLoad / 100 inserts.
-  static constexpr size_t drain_per_op = 4;
+  // (C slots) is empty before the new one (1.5 C) can reach its own limit.
+  // A growth stretched to stretch_load leaves the new table that far
+  // from its limit: (MaxLoad - stretch_load / 1.5) * 1.5 C / 100 inserts,
+  // 0.2 C at 70% (0.3 C at 80%): more than C / 8.
+  static constexpr size_t drain_per_op = 8;
   // From this many slots the next arrays are made by a helper when the
   // load reaches MaxLoad, and the table fills on up to stretch_load
-  // percent (half its remaining room) while the helper works.
+  // percent (half its remaining room, a quarter of the limit at most)
+  // while the helper works.
   static constexpr size_t prefault_from = size_t{1} << 16;
-  static constexpr size_t stretch_load = MaxLoad + (100 - MaxLoad) / 2;
+  static constexpr size_t stretch_load =
+    std::min<size_t>(MaxLoad + (100 - MaxLoad) / 2, MaxLoad * 5 / 4);
+  static_assert(12 * MaxLoad >= 8 * stretch_load + 100,
+                "a stretched growth must leave room for the drain");
 
+  // A key's home slot: its mixed hash scaled to the capacity (the high
+  // half of a 64x64-bit product, which takes any capacity, not only a
+  // power of two). Keys are hashes already; the mix folds their high bits
+  // in anyway.
   static size_t home(uint64_t key, const arrays& a) {
-    // Keys are hashes already; fold the high bits in anyway.
-    return static_cast<size_t>((key ^ (key >> 29)) * 0x9e3779b97f4a7c15ULL >>
-                               20) &
-           a.mask;
+    uint64_t h = (key ^ (key >> 29)) * 0x9e3779b97f4a7c15ULL;
+    return static_cast<size_t>((static_cast<unsigned __int128>(h) * a.cap) >>
+                               64);
   }
+
+  // The capacity a table of `cap` slots grows to: half as large again, not
+  // double (a table is then between 47% and 70% full, not 35% and 70%).
+  static size_t grown(size_t cap) { return cap < 16 ? 16 : cap + cap / 2; }
 
   void swap(flat_table& o) noexcept {
     std::swap(cur_, o.cur_);
@@ -232,7 +242,7 @@ class flat_table {
     if (cur_.cap < prefault_from || old_.cap)
       return false;
     if (!spare_.asked_at(cur_.cap)) {
-      spare_.ask(cur_.cap, cur_.cap * 2);
+      spare_.ask(cur_.cap, grown(cur_.cap));
       return spare_.working();
     }
     return spare_.working() && (size() + 1) * 100 <= cur_.cap * stretch_load;
@@ -241,9 +251,9 @@ class flat_table {
   void grow() {
     drain(old_.cap); // the last growth's move is done first (rare)
     old_ = cur_;
-    cur_ = spare_.take(old_.cap * 2);
+    cur_ = spare_.take(grown(old_.cap));
     if (!cur_.cap)
-      cur_.allocate(old_.cap ? old_.cap * 2 : 16);
+      cur_.allocate(grown(old_.cap));
     cursor_ = 0;
     if (old_.cap < incremental_from)
       drain(old_.cap);

@@ -132,20 +132,23 @@ TEST_CASE("flat_table: a growth moves a few entries per call, every key "
 TEST_CASE("flat_table: a table of fleet size grows into arrays a helper "
           "made ahead",
           "[flat_table]") {
-  // 2^17 slots hold 91,750 entries at 70%: the arrays for 2^18 are asked
-  // for there and taken by the growth once ready (the table filling on
-  // meanwhile, up to 85%); every entry stays found.
+  // Tables grow half as large again from 16 slots: ... 52,597, 78,895,
+  // 118,342, 177,513, 266,269 (and more: below). From 65,536 slots up the next
+  // arrays are asked for at 70% and taken by the growth once ready (the table
+  // filling on meanwhile, up to 85%); every entry stays found.
   flat_table<uint64_t> t;
   auto key = [](uint64_t k) { return k * 0x9e3779b97f4a7c15ULL + 1; };
   uint64_t n = 0;
-  for (; n < 223000; ++n) {
+  for (; n < 180000; ++n) {
     bool added = false;
     t.insert(key(n), added) = n;
     REQUIRE(added);
   }
-  // From 65,536 slots up each growth took prepared arrays: 2^16 -> 2^17,
-  // 2^17 -> 2^18 and 2^18 -> 2^19 (223,000 entries are past 85% of 2^18,
-  // where a growth waits for its arrays at the latest).
+  // Each growth from 78,895 slots up took prepared arrays: to 118,342, to
+  // 177,513 (by 85% of 118,342 at the latest) and to 266,269 (by 85% of
+  // 177,513, 150,886 entries), which as arrays of over 4 MiB come in whole
+  // 2 MiB pages, all of them used: 393,216 slots, 70% full at 275,252.
+  CHECK(t.capacity() == 393216);
   CHECK(t.prepared_growths() == 3);
   for (uint64_t k = 0; k < n; ++k) {
     auto* v = t.find(key(k));
@@ -158,12 +161,12 @@ TEST_CASE("flat_table: a table of fleet size grows into arrays a helper "
     // The new arrays' pages are the helper's to fault in, not the
     // owner's: from just before a growth until its move is done, the
     // inserting thread takes (almost) no page faults. The growth from
-    // 2^17 to 2^18 slots: arrays of 256 KiB, 2 and 2 MiB, under the huge
-    // page size, taken fresh from the kernel (the allocator told to map
-    // anything from 256 KiB up rather than reuse its heap): 1,088 pages
-    // the owner faults in when left to it, as when the compiler dropped
-    // a prefault. Not under the sanitizers, whose shadow memory this
-    // thread faults in.
+    // 118,342 to 177,513 slots: 2.8 MB of arrays, under the huge page
+    // size, taken fresh from the kernel (the allocator told to map
+    // anything from 256 KiB up rather than reuse its heap): 693 pages the
+    // owner faults in when left to it, as when the compiler dropped a
+    // prefault. Not under the sanitizers, whose shadow memory this thread
+    // faults in.
     mallopt(M_MMAP_THRESHOLD, 256 << 10);
     auto faults = [] {
       rusage u{};
@@ -172,7 +175,7 @@ TEST_CASE("flat_table: a table of fleet size grows into arrays a helper "
     };
     flat_table<uint64_t> f;
     uint64_t m = 0;
-    for (; m < 91000; ++m) { // 2^17 slots grow at 91,751 entries
+    for (; m < 82000; ++m) { // 118,342 slots are 70% full at 82,840
       bool added = false;
       f.insert(key(m), added) = m;
     }
@@ -197,19 +200,20 @@ TEST_CASE("flat_table: a table of fleet size grows into arrays a helper "
   // leak or a race).
   for (int round = 0; round < 3; ++round) {
     flat_table<std::string> u;
-    // Just past 70% of 2^17 (91,751 entries): the helper has been asked.
-    for (uint64_t k = 0; k < 91760; ++k) {
+    // Just past 70% of 118,342 slots (82,840 entries): the helper has
+    // been asked.
+    for (uint64_t k = 0; k < 82850; ++k) {
       bool added = false;
       u.insert(key(k), added) = "v";
     }
-    CHECK(u.prepared_growths() == 1); // 2^16 -> 2^17
+    CHECK(u.prepared_growths() == 1); // 78,895 -> 118,342
     if (round == 1)
       u.clear();
     if (round == 2) {
       auto moved = std::move(u);
       bool added = false;
       moved.insert(key(999999), added);
-      CHECK(moved.size() == 91761);
+      CHECK(moved.size() == 82851);
     }
   }
 }
@@ -242,24 +246,24 @@ TEST_CASE("flat_table: tables growing in step share two helper threads",
 TEST_CASE("flat_table: a reserved table holds its entries without growing",
           "[flat_table]") {
   flat_table<uint64_t, 80> t;
-  t.reserve(545); // 545 / 0.8 = 682: 1,024 slots
-  CHECK(t.capacity() == 1024);
+  t.reserve(545); // 545 / 0.8 = 681.25: 682 slots
+  CHECK(t.capacity() == 682);
   for (uint64_t k = 1; k <= 545; ++k) {
     bool added = false;
     t.insert(k * 0x9e3779b97f4a7c15ULL, added) = k;
     REQUIRE(added);
-    REQUIRE(t.capacity() == 1024); // not one growth on the way
+    REQUIRE(t.capacity() == 682); // not one growth on the way
   }
   for (uint64_t k = 1; k <= 545; ++k)
     REQUIRE(*t.find(k * 0x9e3779b97f4a7c15ULL) == k);
   t.reserve(100000); // allocated already: nothing happens
-  CHECK(t.capacity() == 1024);
+  CHECK(t.capacity() == 682);
   // Past the reserved load it grows as any table.
   for (uint64_t k = 546; k <= 1000; ++k) {
     bool added = false;
     t.insert(k * 0x9e3779b97f4a7c15ULL, added) = k;
   }
-  CHECK(t.capacity() == 2048);
+  CHECK(t.capacity() == 1534); // 682 -> 1,023 -> 1,534
   CHECK(t.size() == 1000);
   t.clear();
   CHECK(t.capacity() == 0);
@@ -362,28 +366,36 @@ TEST_CASE("table_memory: arrays of 4 MiB and more come zeroed, aligned to "
 TEST_CASE("flat_table: a table that stops filling short of its load limit "
           "holds no next arrays",
           "[flat_table]") {
-  // A fleet whose caches are full keeps its index at one size. 2^18 slots
-  // of 16 bytes (4 MiB: mapped apart, so counted by table_memory) filled
-  // to 65%, under the 70% limit: only the table's own arrays are held.
-  // (Next arrays were asked for from 7/8 of the limit, 61%: 8 MiB more,
-  // held for as long as the table stayed in that band.)
+  // A fleet whose caches are full keeps its index at one size. A table
+  // grown to 266,269 slots of 16 bytes (over 4 MiB: mapped apart, in whole
+  // 2 MiB pages, all of which it uses: 393,216 slots) filled to 65%, under
+  // its 70% limit, holds only its own arrays. (Next arrays were asked for
+  // from 7/8 of the limit, 61%, and held as long as the table stayed in
+  // that band: three times as much.)
   namespace tm = outrider::indexer::table_memory;
   auto key = [](uint64_t k) { return k * 0x9e3779b97f4a7c15ULL + 3; };
   auto before = tm::mapped().load();
   flat_table<uint64_t> t;
   uint64_t n = 0;
   bool added = false;
-  for (; n < 170000; ++n) // 2^18 slots from 91,751 entries on
+  auto add = [&] {
     t.insert(key(n), added) = n;
-  REQUIRE(t.capacity() == (size_t{1} << 18));
+    ++n;
+  };
+  while (t.capacity() * 16 < tm::huge_from)
+    add();
+  REQUIRE(t.capacity() == (size_t{6} << 20) / 16);
+  while (n < t.capacity() * 65 / 100)
+    add();
   REQUIRE_FALSE(t.growing());
-  CHECK(tm::mapped().load() - before == size_t{4} << 20);
+  CHECK(tm::mapped().load() - before == t.capacity() * 16);
   // It still grows into prepared arrays once it passes the limit (by 85%
   // at the latest, waiting for them there), and every entry stays found.
   auto prepared = t.prepared_growths();
-  for (; n < 223000; ++n)
-    t.insert(key(n), added) = n;
-  CHECK(t.capacity() == (size_t{1} << 19));
+  auto cap = t.capacity();
+  while (n < cap * 86 / 100)
+    add();
+  CHECK(t.capacity() > cap);
   CHECK(t.prepared_growths() == prepared + 1);
   for (uint64_t k = 0; k < n; k += 13)
     REQUIRE(*t.find(key(k)) == k);

@@ -29,6 +29,13 @@ inline std::atomic<size_t>& mapped() {
   return bytes;
 }
 
+/// The bytes `take(bytes)` really provides: from `huge_from` up, whole
+/// huge pages. An array may use all of it (its caller sizes itself by
+/// this rather than leave up to 2 MiB unused) and give back what it used.
+inline size_t usable(size_t bytes) {
+  return bytes < huge_from ? bytes : (bytes + huge_page - 1) & ~(huge_page - 1);
+}
+
 /// A zeroed array of `bytes`, given back with `give` (same size). Below
 /// `huge_from` from calloc. From `huge_from` up, straight from the kernel
 /// (an anonymous mapping: zero pages, faulted in as they are first
@@ -40,7 +47,7 @@ inline std::atomic<size_t>& mapped() {
 inline void* take(size_t bytes) {
   if (bytes < huge_from)
     return std::calloc(bytes, 1);
-  size_t rounded = (bytes + huge_page - 1) & ~(huge_page - 1);
+  size_t rounded = usable(bytes);
   // Asked one huge page longer, then trimmed to start on a boundary.
   size_t span = rounded + huge_page;
   void* m = ::mmap(nullptr, span, PROT_READ | PROT_WRITE,
@@ -65,7 +72,7 @@ inline void give(void* p, size_t bytes) {
   if (bytes < huge_from)
     std::free(p);
   else {
-    size_t rounded = (bytes + huge_page - 1) & ~(huge_page - 1);
+    size_t rounded = usable(bytes);
     ::munmap(p, rounded);
     mapped().fetch_sub(rounded, std::memory_order_relaxed);
   }
@@ -157,9 +164,9 @@ class spare_arrays {
       prefault_helpers::leave();
     }
   }
-  /// The arrays if they are of `capacity` slots (waiting for the helper if
-  /// it is not done), else empty ones (cap 0), as when its allocation
-  /// failed.
+  /// The arrays if they have `capacity` slots or more (waiting for the
+  /// helper if it is not done), else empty ones (cap 0), as when its
+  /// allocation failed.
   Arrays take(size_t capacity) {
     Arrays a;
     if (!made_.valid())
@@ -169,7 +176,7 @@ class spare_arrays {
     } catch (const std::bad_alloc&) {
       return Arrays{};
     }
-    if (a.cap != capacity) {
+    if (a.cap < capacity) {
       a.release();
       return Arrays{};
     }

@@ -161,9 +161,9 @@ TEST_CASE("placement: a rank's table is made for its share of the "
   for (std::string id : {"a", "b", "c"})
     report_stored(p, id, prompt(500, 4), 1000); // one block each
   const auto& gpu = p.index().tier(kv::medium::gpu);
-  CHECK(gpu.table_slots(0) == 512);  // a's rank 0: 273 at 80%
+  CHECK(gpu.table_slots(0) == 342);  // a's rank 0: 273 at 80%
   CHECK(gpu.table_slots(1) == 0);    // a's rank 1: no block yet
-  CHECK(gpu.table_slots(2) == 4096); // b: the bound, 2,048 blocks
+  CHECK(gpu.table_slots(2) == 2561); // b: the bound, 2,048 blocks
   CHECK(gpu.table_slots(3) == 16);   // c: grows as it fills
 }
 
