@@ -187,6 +187,26 @@ class flat_table {
       }
   }
 
+  /// Finishes what inserts and erases leave pending in a table that gets
+  /// none for a while (an idle fleet's index): a growth whose prepared
+  /// arrays are ready is made, next arrays the table no longer needs (it
+  /// fell back under its limit) go, and up to `budget` old slots are
+  /// moved. Cheap when there is nothing to do; its owner calls it now and
+  /// then (the router: once a second). Returns whether work is left.
+  bool tidy(size_t budget) {
+    if (!spare_.working() && spare_.asked_at(cur_.cap) && !old_.cap) {
+      if (size() * 100 > cur_.cap * MaxLoad)
+        grow();
+      else if (spare_.holding())
+        spare_.drop();
+    }
+    if (old_.cap)
+      drain(budget);
+    // Arrays still held (the helper at work, or done since the check
+    // above) are work left for a later call.
+    return old_.cap != 0 || spare_.holding();
+  }
+
   /// Whether an old table is still being moved from (tests).
   bool growing() const { return old_.cap != 0; }
   /// Growths that took arrays a helper had prepared (tests).

@@ -36,6 +36,9 @@ class key_bits {
 
   void prefetch(uint64_t key) const { table_.prefetch(key); }
 
+  /// flat_table::tidy.
+  bool tidy(size_t budget) { return table_.tidy(budget); }
+
   /// The key's words; null when no slot marks it.
   const words* find(uint64_t key) const { return table_.find(key); }
 

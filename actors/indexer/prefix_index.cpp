@@ -191,6 +191,13 @@ void prefix_index::set_cap(slot_id slot, size_t cap) {
     enforce_cap(slot);
 }
 
+bool prefix_index::tidy(size_t budget) {
+  bool left = table_.tidy(budget);
+  for (auto& sb : slots_)
+    left = sb.map.tidy(budget) || left;
+  return left;
+}
+
 void prefix_index::expect(slot_id slot, size_t blocks) {
   if (slots_.size() <= slot)
     slots_.resize(slot + 1);

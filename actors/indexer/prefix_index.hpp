@@ -86,6 +86,9 @@ class prefix_index {
   counters& mutable_stats() { return stats_; }
   /// Forgets everything a slot holds (worker gone, or all cleared).
   void clear_slot(slot_id slot);
+  /// flat_table::tidy on every table: growths and moves left pending by
+  /// events that stopped. Whether work is left.
+  bool tidy(size_t budget);
 
   /// Per slot holding at least the first block, its run of leading blocks
   /// of `seq_hashes`, in no particular order; slots holding none are absent.

@@ -141,6 +141,8 @@ class spare_arrays {
     return made_.valid() &&
            made_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
   }
+  /// Whether made arrays are held, ready or not yet.
+  bool holding() const { return made_.valid(); }
   /// Whether arrays were asked for while the table had `cap` slots.
   bool asked_at(size_t cap) const { return asked_at_ == cap; }
   /// Asks for arrays of `capacity` slots, once per `cap` whatever comes

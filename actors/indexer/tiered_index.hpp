@@ -61,6 +61,13 @@ class tiered_index {
              std::vector<uint64_t>* touched = nullptr);
   void clear_slot(slot_id slot);
   void set_cap(slot_id slot, kv::medium m, size_t cap);
+  /// prefix_index::tidy on every tier.
+  bool tidy(size_t budget) {
+    bool left = false;
+    for (auto& t : tiers_)
+      left = t.tidy(budget) || left;
+    return left;
+  }
   /// prefix_index::expect, for one tier.
   void expect(slot_id slot, kv::medium m, size_t blocks) {
     tiers_[static_cast<size_t>(m)].expect(slot, blocks);

@@ -169,6 +169,10 @@ struct router_stats {
 // How long a router may be silent before its bookings are forgotten.
 constexpr auto router_silence = std::chrono::seconds{5};
 constexpr auto tick_every = std::chrono::seconds{1};
+// Old table slots a tick moves per table of the index (placement::tidy):
+// a table of 8 M slots left half-moved by events that stopped is moved
+// in two minutes, a few milliseconds a tick.
+constexpr size_t tidy_budget = 65536;
 
 struct router_state {
   router_state() = default;
@@ -354,6 +358,7 @@ kv_router_actor::behavior_type kv_router(self_ptr self, router_config cfg,
       auto& st = self->state;
       tell(self, note_op::alive, 0);
       st.core->expire_remote(placement::clock::now() - router_silence);
+      st.core->tidy(tidy_budget);
       for (uint32_t s = 0; s < st.core->slots(); ++s)
         st.stats.show_load(*st.core, s);
       self->delayed_send(self, tick_every, tick_atom::value);

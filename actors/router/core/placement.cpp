@@ -340,4 +340,12 @@ void placement::retune(const router_config& next) {
     reorder(slot);
 }
 
+bool placement::tidy(size_t budget) {
+  bool left = index_.tidy(budget);
+  left = predicted_bits_.tidy(budget) || left;
+  for (auto& p : predictions_)
+    left = p.tidy(budget) || left;
+  return left;
+}
+
 } // namespace outrider::router

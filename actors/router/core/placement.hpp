@@ -104,6 +104,11 @@ class placement {
   /// Drops the bookings of routers silent since `cutoff`, and any older
   /// than cfg.remote_booking_ttl (a lost release). How many went.
   size_t expire_remote(clock::time_point cutoff);
+  /// Finishes the index's table growths and moves that events left
+  /// pending (flat_table::tidy), up to `budget` slots a table: the
+  /// router's tick calls it, so that an index whose events stopped holds
+  /// no arrays it does not use. Whether work is left.
+  bool tidy(size_t budget);
   /// The prompt's block keys as this router predicts them.
   std::vector<uint64_t> sequence_of(const route_request& req) const;
   /// What local booking `key` put where, to tell the other routers.

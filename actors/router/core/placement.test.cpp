@@ -363,3 +363,22 @@ TEST_CASE("placement: an adapter's request goes only to workers serving the "
   auto lora_on_b = p.place(req); // b does not serve it: a, no overlap
   CHECK(lora_on_b.worker_id == "a");
 }
+
+TEST_CASE("placement: the tick's tidy finishes an index growth that "
+          "events left pending",
+          "[placement]") {
+  // 82,850 blocks of one rank: the GPU tier's block table (118,342 slots)
+  // passes its 70% limit with the last batch and asks for its next arrays;
+  // no event comes after it to take them.
+  manual_clock clk;
+  placement p{mode("kv"), clk.fn(), 1};
+  p.add_worker(worker("a"));
+  report_stored(p, "a", prompt(0, 4 * 82850), 1000);
+  CHECK(p.tidy(1)); // pending: the helper at work, or the move
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (p.tidy(65536) && std::chrono::steady_clock::now() < deadline) {
+  }
+  CHECK_FALSE(p.tidy(65536));
+  CHECK(p.index().held(0) == 82850);
+  CHECK(place(p, prompt(0, 64)).chosen_overlap_blocks == 16);
+}
