@@ -170,9 +170,10 @@ struct router_stats {
 constexpr auto router_silence = std::chrono::seconds{5};
 constexpr auto tick_every = std::chrono::seconds{1};
 // Old table slots a tick moves per table of the index (placement::tidy):
-// a table of 8 M slots left half-moved by events that stopped is moved
-// in two minutes, a few milliseconds a tick.
-constexpr size_t tidy_budget = 65536;
+// a table of 8 M slots left half-moved by events that stopped is moved in
+// four minutes, each tick's share (entries placed at random in the new
+// arrays, a cache miss each) well under a millisecond.
+constexpr size_t tidy_budget = 16384;
 
 struct router_state {
   router_state() = default;
