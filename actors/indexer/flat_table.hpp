@@ -262,8 +262,11 @@ class flat_table {
     if (cur_.cap < prefault_from || old_.cap)
       return false;
     if (!spare_.asked_at(cur_.cap)) {
+      // The insert that asks never grows: the next one sees whether the
+      // helper is at work (a table whose inserts stop here is left
+      // pending for tidy, whichever thread was faster).
       spare_.ask(cur_.cap, grown(cur_.cap));
-      return spare_.working();
+      return true;
     }
     return spare_.working() && (size() + 1) * 100 <= cur_.cap * stretch_load;
   }

@@ -231,6 +231,8 @@ TEST_CASE("flat_table: a table whose inserts stop finishes its growth and "
     while (t.capacity() != 177513 || n * 100 <= t.capacity() * 70) {
       t.insert(key(n), added) = n;
       ++n;
+      if (n >= 200000) // bounded: 177,513 slots are long passed by then
+        FAIL("capacity " << t.capacity() << " at " << n << " entries");
     }
     REQUIRE_FALSE(t.growing());
     auto prepared = t.prepared_growths();
@@ -253,6 +255,8 @@ TEST_CASE("flat_table: a table whose inserts stop finishes its growth and "
     while (t.capacity() != 177513 || n * 100 <= t.capacity() * 70) {
       t.insert(key(n), added) = n;
       ++n;
+      if (n >= 200000) // bounded: 177,513 slots are long passed by then
+        FAIL("capacity " << t.capacity() << " at " << n << " entries");
     }
     for (uint64_t k = 0; k < 1000; ++k)
       t.erase(key(k));
