@@ -213,6 +213,20 @@ TEST_CASE("flat_table: a table whose inserts stop finishes its growth and "
   using namespace std::chrono;
   auto key = [](uint64_t k) { return k * 0x9e3779b97f4a7c15ULL + 5; };
   auto before = tm::mapped().load();
+  // Fills `t` until 177,513 slots (2.8 MB, from malloc) are just past
+  // 70%: the insert that crossed asked for the next arrays (266,269 slots:
+  // 4.3 MB, mapped, 6 MiB). How many entries it put.
+  auto fill_past_limit = [&](flat_table<uint64_t>& t) {
+    uint64_t n = 0;
+    bool added = false;
+    while (t.capacity() != 177513 || n * 100 <= t.capacity() * 70) {
+      t.insert(key(n), added) = n;
+      ++n;
+      if (n >= 200000) // bounded: 177,513 slots are long passed by then
+        FAIL("capacity " << t.capacity() << " at " << n << " entries");
+    }
+    return n;
+  };
   // Tidies until nothing is left, for at most 20 s.
   auto settle = [](flat_table<uint64_t>& t, size_t budget) {
     auto deadline = steady_clock::now() + seconds(20);
@@ -222,18 +236,9 @@ TEST_CASE("flat_table: a table whose inserts stop finishes its growth and "
     return calls;
   };
   {
-    // 177,513 slots (2.8 MB, from malloc) just past 70%: the next arrays
-    // (266,269 slots: 4.3 MB, mapped, 6 MiB) are asked for, and then no
-    // insert comes to take them.
+    // Past the limit, and then no insert comes to take the arrays.
     flat_table<uint64_t> t;
-    uint64_t n = 0;
-    bool added = false;
-    while (t.capacity() != 177513 || n * 100 <= t.capacity() * 70) {
-      t.insert(key(n), added) = n;
-      ++n;
-      if (n >= 200000) // bounded: 177,513 slots are long passed by then
-        FAIL("capacity " << t.capacity() << " at " << n << " entries");
-    }
+    uint64_t n = fill_past_limit(t);
     REQUIRE_FALSE(t.growing());
     auto prepared = t.prepared_growths();
     // Small budgets: the move takes many calls, each bounded.
@@ -250,14 +255,8 @@ TEST_CASE("flat_table: a table whose inserts stop finishes its growth and "
     // The same, but erases take the table back under its limit before
     // its arrays are taken: they go, and the table stays as it was.
     flat_table<uint64_t> t;
-    uint64_t n = 0;
+    uint64_t n = fill_past_limit(t);
     bool added = false;
-    while (t.capacity() != 177513 || n * 100 <= t.capacity() * 70) {
-      t.insert(key(n), added) = n;
-      ++n;
-      if (n >= 200000) // bounded: 177,513 slots are long passed by then
-        FAIL("capacity " << t.capacity() << " at " << n << " entries");
-    }
     for (uint64_t k = 0; k < 1000; ++k)
       t.erase(key(k));
     settle(t, 4096);
