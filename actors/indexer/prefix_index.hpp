@@ -79,8 +79,8 @@ class prefix_index {
   void set_cap(slot_id slot, size_t cap);
   /// The slot will likely hold about `blocks` (its engine's cache): its
   /// table is made that size at its first block, and again after a clear,
-  /// instead of doubling its way there. A fleet's ranks fill in step, and
-  /// 10,000 small tables doubling in the same second held the router's
+  /// instead of growing its way there. A fleet's ranks fill in step, and
+  /// 10,000 small tables growing in the same second held the router's
   /// actor up to 140 ms (docs/benchmarks.md). The caller bounds it.
   void expect(slot_id slot, size_t blocks);
   counters& mutable_stats() { return stats_; }

@@ -57,7 +57,7 @@ placement::join placement::add_worker(const cluster::worker_record& r) {
     index_.set_cap(slot, kv::medium::cpu, cfg_.slot_block_cap);
     index_.set_cap(slot, kv::medium::storage, cfg_.slot_block_cap);
     // Its GPU table sized for the rank's share of the cache at its first
-    // block (a fleet's ranks fill in step: their tables doubling together
+    // block (a fleet's ranks fill in step: their tables growing together
     // stalled the actor), up to a bound on what a record can make the
     // router set aside for blocks it may never see.
     auto share = slots_.back().record_total;
