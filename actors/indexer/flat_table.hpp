@@ -114,7 +114,7 @@ class flat_table {
     if (!arrays::full(key)) {
       added = !aside_[key];
       if (added)
-        aside_[key].emplace();
+        aside_[key].emplace(Value{});
       return *aside_[key];
     }
     drain_some();
