@@ -150,13 +150,25 @@ std::string channel_target(const std::string& endpoint) {
 }
 
 std::shared_ptr<grpc::Channel>
-relay_channel(const std::string& endpoint,
-              const std::shared_ptr<grpc::ChannelCredentials>& creds,
-              const std::string& server_name) {
+new_relay_channel(const std::string& endpoint,
+                  const std::shared_ptr<grpc::ChannelCredentials>& creds,
+                  const std::string& server_name) {
   grpc::ChannelArguments args;
   if (!server_name.empty())
     args.SetSslTargetNameOverride(server_name);
   return grpc::CreateCustomChannel(channel_target(endpoint), creds, args);
+}
+
+channel_pool& relay_channels() {
+  static channel_pool pool{&new_relay_channel};
+  return pool;
+}
+
+std::shared_ptr<grpc::Channel>
+relay_channel(const std::string& endpoint,
+              const std::shared_ptr<grpc::ChannelCredentials>& creds,
+              const std::string& server_name) {
+  return relay_channels().get(endpoint, creds, server_name);
 }
 
 } // namespace outrider::cluster
