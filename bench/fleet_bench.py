@@ -184,7 +184,9 @@ def run_size(args, n):
     # directory).
     log = tempfile.NamedTemporaryFile(prefix="outrider-fleet-router-",
                                       suffix=".log", delete=False)
-    fleet_port, http, status = free_port(), free_port(), free_port()
+    # The router's ports are taken once the fleet listens: its other ports
+    # (--ports) are free ones the kernel picks, and could be these.
+    fleet_port = free_port()
     nats, nats_flags, fleet_nats = None, [], []
     if args.nats:
         # A real nats-server with JetStream (the records' bucket), its store
@@ -212,7 +214,8 @@ def run_size(args, n):
          "--shared-prefix-blocks", str(args.system_blocks),
          "--kv-batches-per-second", str(args.rate),
          "--kv-blocks-per-batch", str(args.blocks_per_batch),
-         "--relay-mux", args.relay_mux] + fleet_nats,
+         "--relay-mux", args.relay_mux,
+         "--ports", str(args.ports or n)] + fleet_nats,
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     router, series = None, None
     try:
@@ -220,6 +223,7 @@ def run_size(args, n):
         line = fleet.stdout.readline()
         if "records in" not in line:
             raise RuntimeError(f"the fleet did not start: {line!r}")
+        http, status = free_port(), free_port()
         t0 = time.monotonic()
         router = subprocess.Popen(
             [args.outrider, "--role", "router", "--discovery-dir", tmp,
@@ -312,6 +316,11 @@ def main():
     ap.add_argument("--relay-mux", default="true", choices=["true", "false"],
                     help="whether the fleet's relays serve RelayMux (false: "
                     "as older sidecars; a mux router falls back)")
+    ap.add_argument("--ports", type=int, default=1,
+                    help="the fleet's listening ports (0: one a worker, so "
+                    "the router holds a connection a worker, as in a real "
+                    "fleet; each takes two descriptors in the fleet); "
+                    "default 1: the whole fleet behind one address")
     ap.add_argument("--nats", action="store_true",
                     help="records in NATS's bucket and batches on the NATS "
                     "event plane (a nats-server started per size) instead "

@@ -14,6 +14,12 @@ struct fleet_config {
   uint32_t workers = 0;
   std::string host = "127.0.0.1";
   uint16_t grpc_port = 50051; // every worker's relay and engine endpoint
+  /// Listening ports: worker i's endpoint is the (i mod ports)-th, the
+  /// first `grpc_port`, the others free ones. As many as workers gives
+  /// each worker an address of its own, so that a router holds a
+  /// connection (and a channel) a worker, as in a real fleet; 1: every
+  /// worker behind one address (one connection for the whole fleet).
+  uint32_t ports = 1;
   /// Where the workers' records go (file discovery, as sidecars write them).
   std::string discovery_dir;
   /// NATS servers (comma-separated): the records go to NATS's bucket

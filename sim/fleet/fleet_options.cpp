@@ -17,6 +17,7 @@ namespace key {
 constexpr option_key<int64_t> fleet{"fleet"};
 constexpr option_key<std::string> host{"host"};
 constexpr option_key<int64_t> grpc_port{"grpc-port"};
+constexpr option_key<int64_t> ports{"ports"};
 constexpr option_key<std::string> discovery_dir{"discovery-dir"};
 constexpr option_key<std::string> nats_url{"nats-url"};
 constexpr option_key<std::string> model{"served-model-name"};
@@ -94,6 +95,13 @@ const std::vector<option_spec>& fleet_specs() {
               "the one gRPC port every worker's relay answers on (each call "
               "names its worker: x-outrider-worker)",
               "--grpc-port 50052", 1, 65535),
+      integer("ports", c.ports,
+              "listening ports: worker i's relay answers on the (i mod N)-th, "
+              "the first --grpc-port, the others free ones; as many as "
+              "--fleet gives each worker an address of its own, so a router "
+              "holds one connection a worker as in a real fleet (each port "
+              "takes two descriptors)",
+              "--ports 5000", 1, 30000),
       text("discovery-dir", "",
            "where the workers' records are written (file discovery, as "
            "sidecars write them; required unless --nats-url)",
@@ -179,6 +187,7 @@ fleet_parse_result parse_fleet_options(const std::vector<std::string>& args) {
   c.workers = static_cast<uint32_t>(o.get(key::fleet));
   c.host = o.get(key::host);
   c.grpc_port = static_cast<uint16_t>(o.get(key::grpc_port));
+  c.ports = static_cast<uint32_t>(o.get(key::ports));
   c.discovery_dir = o.get(key::discovery_dir);
   c.nats_url = o.get(key::nats_url);
   c.model = o.get(key::model);

@@ -1,8 +1,10 @@
 // `outrider-sim --fleet N`: the workers' records, their cache churn, the
 // server, until SIGINT or SIGTERM.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <thread>
 
 #include "cluster/discovery.hpp"
@@ -16,13 +18,14 @@ namespace outrider::sim {
 
 namespace {
 
-cluster::worker_record record_of(const fleet_config& cfg,
-                                 const std::string& id) {
+cluster::worker_record record_of(const fleet_state& fleet, size_t i) {
+  const auto& cfg = fleet.cfg;
+  const auto& id = fleet.workers[i]->id();
   cluster::worker_record r;
   r.worker_id = id;
   r.instance_id = id;
   r.model = cfg.model;
-  r.relay_endpoint = cfg.host + ":" + std::to_string(cfg.grpc_port);
+  r.relay_endpoint = fleet.endpoint_of(i);
   r.engine_endpoint = r.relay_endpoint;
   r.protocol = "openengine";
   r.kv_block_size = cfg.block_size;
@@ -88,6 +91,25 @@ cluster::nats_config nats_of(const fleet_config& cfg) {
   return c;
 }
 
+// Each port is a listener and, once a router dials it, a connection: the
+// soft descriptor limit is raised as far as the hard one allows for them.
+bool descriptors_for(const fleet_config& cfg, std::string* why) {
+  rlim_t need = 2 * rlim_t{cfg.ports} + 256;
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0)
+    return true; // nothing known: let the listeners say
+  if (lim.rlim_cur >= need)
+    return true;
+  auto raised = lim;
+  raised.rlim_cur = std::min(need, lim.rlim_max);
+  if (setrlimit(RLIMIT_NOFILE, &raised) == 0 && raised.rlim_cur >= need)
+    return true;
+  *why = "--ports " + std::to_string(cfg.ports) + " needs about " +
+         std::to_string(need) + " descriptors; the limit is " +
+         std::to_string(lim.rlim_max) + " (ulimit -n)";
+  return false;
+}
+
 } // namespace
 
 int run_fleet(const fleet_config& cfg) {
@@ -110,6 +132,10 @@ int run_fleet(const fleet_config& cfg) {
   }
   std::vector<std::unique_ptr<grpc::Service>> services;
   std::string why;
+  if (!descriptors_for(cfg, &why)) {
+    std::fprintf(stderr, "outrider-sim: error: %s\n", why.c_str());
+    return 1;
+  }
   auto server = start_fleet_server(*fleet, services, &why);
   if (!server) {
     std::fprintf(stderr, "outrider-sim: error: %s\n", why.c_str());
@@ -140,13 +166,14 @@ int run_fleet(const fleet_config& cfg) {
     std::fprintf(stderr, "outrider-sim: error: %s\n", describe(err).c_str());
     return 1;
   }
-  for (const auto& w : fleet->workers)
-    if (auto err = disc->put(record_of(cfg, w->id()))) {
+  for (size_t i = 0; i < fleet->workers.size(); ++i)
+    if (auto err = disc->put(record_of(*fleet, i))) {
       std::fprintf(stderr, "outrider-sim: error: %s\n", describe(err).c_str());
       return 1;
     }
-  std::printf("outrider-sim fleet: %u workers on %s:%u, records in %s\n",
-              cfg.workers, cfg.host.c_str(), cfg.grpc_port,
+  std::printf("outrider-sim fleet: %u workers on %s:%u (%zu port(s)), "
+              "records in %s\n",
+              cfg.workers, cfg.host.c_str(), cfg.grpc_port, fleet->ports.size(),
               cfg.nats_url.empty() ? cfg.discovery_dir.c_str()
                                    : cfg.nats_url.c_str());
   std::fflush(stdout);

@@ -3,6 +3,7 @@
 // stream or per request.
 #include "sim/fleet/fleet_server.hpp"
 
+#include <algorithm>
 #include <deque>
 
 #include "cluster/engine/engine_call.hpp"
@@ -216,15 +217,19 @@ start_fleet_server(fleet_state& fleet,
     services.push_back(make_fleet_mux(fleet));
   services.push_back(std::make_unique<control>(fleet));
   grpc::ServerBuilder b;
-  int port = 0;
   b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0); // as sim/main.cpp
-  b.AddListeningPort(fleet.cfg.host + ":" + std::to_string(fleet.cfg.grpc_port),
-                     grpc::InsecureServerCredentials(), &port);
+  // gRPC writes each port chosen here at BuildAndStart: the vector is
+  // sized first and not touched until then.
+  fleet.ports.assign(std::max<uint32_t>(1, fleet.cfg.ports), 0);
+  for (size_t i = 0; i < fleet.ports.size(); ++i)
+    b.AddListeningPort(fleet.cfg.host + ":" +
+                         std::to_string(i == 0 ? fleet.cfg.grpc_port : 0),
+                       grpc::InsecureServerCredentials(), &fleet.ports[i]);
   for (auto& s : services)
     b.RegisterService(s.get());
   b.SetMaxReceiveMessageSize(64 << 20);
   auto server = b.BuildAndStart();
-  if (!server || port == 0) {
+  if (!server || std::count(fleet.ports.begin(), fleet.ports.end(), 0) > 0) {
     *why = "cannot listen on " + fleet.cfg.host + ":" +
            std::to_string(fleet.cfg.grpc_port);
     return nullptr;

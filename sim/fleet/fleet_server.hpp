@@ -37,6 +37,12 @@ struct fleet_state {
   std::atomic<uint64_t> requests{0}, tokens{0}, cached_blocks{0},
     prompt_blocks{0};
   fleet_timer timer;
+  /// The ports listened on (cfg.ports of them; filled by the server).
+  std::vector<int> ports;
+  /// Worker i's relay and engine endpoint.
+  std::string endpoint_of(size_t i) const {
+    return cfg.host + ":" + std::to_string(ports[i % ports.size()]);
+  }
 };
 
 /// A server stream refused at once with `st` (what the services share).

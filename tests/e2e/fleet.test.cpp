@@ -2,6 +2,9 @@
 // with its own record, cache and KV stream, as a router meets a fleet.
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <thread>
 
 #include "tests/e2e/nats_server.hpp"
@@ -21,8 +24,10 @@ std::vector<uint32_t> system_prompt(size_t n) {
 struct fleet_cluster {
   temp_dir discovery;
   uint16_t fleet_port = free_port();
-  uint16_t http_port = free_port();
-  uint16_t status = free_port();
+  // The router's, taken once the fleet listens: a fleet with --ports
+  // listens on free ports of the kernel's choosing too.
+  uint16_t http_port = 0;
+  uint16_t status = 0;
   std::unique_ptr<child_process> fleet, router;
 
   fleet_cluster(int workers, std::vector<std::string> fleet_flags,
@@ -39,6 +44,11 @@ struct fleet_cluster {
     args.insert(args.end(), fleet_flags.begin(), fleet_flags.end());
     fleet = std::make_unique<child_process>(args);
     REQUIRE(eventually([&] { return accepting(fleet_port); }, 20s));
+    REQUIRE(eventually(
+      [&] { return fleet->output().find("records in") != std::string::npos; },
+      20s));
+    http_port = free_port();
+    status = free_port();
     router = std::make_unique<child_process>(
       router_command(discovery.str(), http_port, status, 0, router_flags));
     REQUIRE(eventually([&] { return http_get(status, "/ready") == 200; }, 60s));
@@ -105,6 +115,23 @@ TEST_CASE("a fleet of 200 simulated workers: the router knows each, follows "
   CHECK(std::filesystem::is_empty(c.discovery.path));
 }
 
+TEST_CASE("a fleet on ports of its own: each worker's record names its own "
+          "address, and the router follows and reaches every one") {
+  fleet_cluster c{12,
+                  {"--ports", "12", "--shared-prefix-blocks", "8",
+                   "--kv-batches-per-second", "2", "--kv-blocks-per-batch",
+                   "4"}};
+  std::set<std::string> endpoints;
+  for (const auto& f : std::filesystem::directory_iterator(c.discovery.path)) {
+    std::ifstream in{f.path()};
+    endpoints.insert(json::parse(in).at("relay_endpoint").get<std::string>());
+  }
+  CHECK(endpoints.size() == 12);
+  CHECK(endpoints.count("127.0.0.1:" + std::to_string(c.fleet_port)) == 1);
+  c.check_followed(12, 30);
+  c.check_routed_back();
+}
+
 TEST_CASE("outrider-sim --fleet refuses what it cannot run") {
   temp_dir dir;
   for (std::vector<std::string> bad :
@@ -117,6 +144,13 @@ TEST_CASE("outrider-sim --fleet refuses what it cannot run") {
     child_process p{args};
     CHECK(p.wait(10s).value_or(-1) == 2);
   }
+  // More ports than descriptors allow (two each): said, not half-served.
+  child_process few{{"/bin/sh", "-c",
+                     std::string{"ulimit -n 300 && exec "} + OUTRIDER_SIM_BIN +
+                       " --fleet 10 --ports 200 --discovery-dir " + dir.str() +
+                       " --grpc-port " + std::to_string(free_port())}};
+  CHECK(few.wait(10s).value_or(-1) == 1);
+  CHECK(few.output().find("needs about 656 descriptors") != std::string::npos);
   child_process help{{OUTRIDER_SIM_BIN, "--fleet", "1", "--help"}};
   CHECK(help.wait(10s).value_or(-1) == 0);
   CHECK(help.output().find("--kv-batches-per-second") != std::string::npos);
