@@ -156,6 +156,15 @@ new_relay_channel(const std::string& endpoint,
   grpc::ChannelArguments args;
   if (!server_name.empty())
     args.SetSslTargetNameOverride(server_name);
+  // No bandwidth-delay probes: on each stream's data gRPC sends a PING to
+  // size its flow-control window, and with a connection a sidecar (a
+  // fleet's many small KV batches, token messages) those pings and their
+  // acks were a write and a read per message. Off, at 6,000 workers with an
+  // address each, the router's event lag p99 went 20-25 -> 10 ms and its
+  // CPU per token at 1,024 no-sleep mux streams 12-12.5 -> 8-10 us
+  // (docs/benchmarks.md). Windows stay at gRPC's 64 KB a stream: at a
+  // cluster's round trips, far more than a relay's tokens or batches need.
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   return grpc::CreateCustomChannel(channel_target(endpoint), creds, args);
 }
 
