@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -41,11 +42,21 @@ BLOCK = 16
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+    # Below the kernel's ephemeral range (32768 up), as the e2e tests pick
+    # theirs: a router dialling thousands of relays takes that many local
+    # ports from the range, and one of them was once the port it was about
+    # to listen on (9,000 workers with --ports 0: "Address already in use").
+    for _ in range(1000):
+        p = random.randint(15000, 32000)
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", p))
+            return p
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise RuntimeError("no free port below 32000")
 
 
 def scrape(port):
