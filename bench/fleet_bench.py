@@ -45,7 +45,8 @@ def free_port():
     # Below the kernel's ephemeral range (32768 up), as the e2e tests pick
     # theirs: a router dialling thousands of relays takes that many local
     # ports from the range, and one of them was once the port it was about
-    # to listen on (9,000 workers with --ports 0: "Address already in use").
+    # to listen on (9,000 workers with --ports 0: "Address already in use");
+    # the fleet's other ports (--ports) are the kernel's, from that range.
     for _ in range(1000):
         p = random.randint(15000, 32000)
         s = socket.socket()
@@ -195,9 +196,7 @@ def run_size(args, n):
     # directory).
     log = tempfile.NamedTemporaryFile(prefix="outrider-fleet-router-",
                                       suffix=".log", delete=False)
-    # The router's ports are taken once the fleet listens: its other ports
-    # (--ports) are free ones the kernel picks, and could be these.
-    fleet_port = free_port()
+    fleet_port, http, status = free_port(), free_port(), free_port()
     nats, nats_flags, fleet_nats = None, [], []
     if args.nats:
         # A real nats-server with JetStream (the records' bucket), its store
@@ -234,7 +233,6 @@ def run_size(args, n):
         line = fleet.stdout.readline()
         if "records in" not in line:
             raise RuntimeError(f"the fleet did not start: {line!r}")
-        http, status = free_port(), free_port()
         t0 = time.monotonic()
         router = subprocess.Popen(
             [args.outrider, "--role", "router", "--discovery-dir", tmp,

@@ -43,7 +43,7 @@ class channel_pool {
 
   /// Entries held, expired ones not yet swept included (tests).
   size_t entries() const;
-  /// Channels alive (tests, a gauge).
+  /// Channels alive (tests).
   size_t live() const;
 
  private:

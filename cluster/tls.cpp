@@ -10,6 +10,8 @@
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_credentials_options.h>
 
+#include "cluster/channel_pool.hpp"
+
 namespace outrider::cluster {
 
 namespace {
@@ -149,6 +151,8 @@ std::string channel_target(const std::string& endpoint) {
   return endpoint;
 }
 
+namespace {
+
 std::shared_ptr<grpc::Channel>
 new_relay_channel(const std::string& endpoint,
                   const std::shared_ptr<grpc::ChannelCredentials>& creds,
@@ -168,10 +172,13 @@ new_relay_channel(const std::string& endpoint,
   return grpc::CreateCustomChannel(channel_target(endpoint), creds, args);
 }
 
+// The process's channels to relays.
 channel_pool& relay_channels() {
   static channel_pool pool{&new_relay_channel};
   return pool;
 }
+
+} // namespace
 
 std::shared_ptr<grpc::Channel>
 relay_channel(const std::string& endpoint,

@@ -16,7 +16,6 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
 
-#include "cluster/channel_pool.hpp"
 #include "runtime/errors.hpp"
 
 namespace outrider::cluster {
@@ -66,18 +65,11 @@ channel_credentials(const std::optional<tls_material>& m);
 /// "host:port".
 std::string channel_target(const std::string& endpoint);
 
-/// A new channel to a relay. With a `server_name` (--tls-server-name) TLS
-/// checks the relay's certificate against that name instead of the address
-/// dialled: one certificate for every sidecar of a fleet, whose relays are
-/// reached at pod IPs no certificate names.
-std::shared_ptr<grpc::Channel>
-new_relay_channel(const std::string& endpoint,
-                  const std::shared_ptr<grpc::ChannelCredentials>& creds,
-                  const std::string& server_name);
-/// The process's channels to relays (made by new_relay_channel).
-channel_pool& relay_channels();
 /// The channel to a relay: the one every part of the process shares while
-/// any holds it (channel_pool.hpp), else a new one.
+/// any holds it (channel_pool.hpp), else a new one. With a `server_name`
+/// (--tls-server-name) TLS checks the relay's certificate against that name
+/// instead of the address dialled: one certificate for every sidecar of a
+/// fleet, whose relays are reached at pod IPs no certificate names.
 std::shared_ptr<grpc::Channel>
 relay_channel(const std::string& endpoint,
               const std::shared_ptr<grpc::ChannelCredentials>& creds,
