@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdlib>
+#include <optional>
 #include <sys/resource.h>
 #include <thread>
 
@@ -218,7 +219,10 @@ void bounded(std::chrono::milliseconds timeout, int code,
 int run_actors(const options& opts, const role_builder& build,
                const sigset_t& signals, role_parts parts) {
   auto cfg = actor_system_config_from(opts);
-  caf::actor_system sys{cfg};
+  // Destroyed under the shutdown watchdog too: its destructor waits for
+  // every thread that still holds it (see spawn_anywhere).
+  std::optional<caf::actor_system> system{std::in_place, cfg};
+  auto& sys = *system;
   std::vector<std::function<void()>> stop_hooks;
   std::vector<std::function<void()>> pre_stop_hooks;
   std::vector<std::function<std::string()>> reload_hooks;
@@ -253,6 +257,14 @@ int run_actors(const options& opts, const role_builder& build,
     // gone before the actor system is destroyed, or its destructor waits
     // for ever (GET /debug/index, then SIGTERM: the sidecar never exited).
     parts.status.stop_added_routes();
+    // What the hooks and the supervisor hold goes before the system, as it
+    // would at the end of this scope.
+    pre_stop_hooks.clear();
+    stop_hooks.clear();
+    reload_hooks.clear();
+    children.clear();
+    sup = nullptr;
+    system.reset();
   });
   return code;
 }

@@ -1,10 +1,27 @@
 #pragma once
 
 #include <chrono>
+#include <utility>
 
 #include <caf/all.hpp>
 
 namespace outrider::runtime {
+
+/// Spawns from any thread, including ones the actor system does not own (a
+/// gRPC callback's, an HTTP server's). CAF 0.17's spawn leaves the calling
+/// thread a reference to the system's logger, and the system's destructor
+/// waits until every such reference is gone: a thread that outlives the
+/// system (gRPC's pooled threads, the status server's) would hang the
+/// process on exit. A thread that held none before gives it back; the
+/// system's own threads keep theirs.
+template <class... Ts>
+auto spawn_anywhere(caf::actor_system& sys, Ts&&... xs) {
+  const bool foreign = caf::logger::current_logger() == nullptr;
+  auto hdl = sys.spawn(std::forward<Ts>(xs)...);
+  if (foreign)
+    caf::logger::set_current_actor_system(nullptr);
+  return hdl;
+}
 
 /// Asks `whom` once (its answer a `Result`) without blocking the caller: a
 /// short-lived actor sends the request and hands the answer to `reply`, or the
@@ -15,16 +32,11 @@ template <class Result, class Handle, class Reply, class Fail, class... Ts>
 void ask_async(caf::actor_system& sys, Handle whom,
                std::chrono::milliseconds timeout, Reply reply, Fail fail,
                Ts... msg) {
-  sys.spawn([=](caf::event_based_actor* self) {
+  spawn_anywhere(sys, [=](caf::event_based_actor* self) {
     self->request(whom, timeout, msg...)
       .then([reply](const Result& x) { reply(x); },
             [fail](caf::error& e) { fail(e); });
   });
-  // CAF 0.17's spawn leaves the calling thread a reference to the actor
-  // system's logger, and the system's destructor waits until every such
-  // reference is gone: a thread that outlives the system (the status
-  // server's) would hang the process on exit. Give it back.
-  caf::logger::set_current_actor_system(nullptr);
 }
 
 } // namespace outrider::runtime

@@ -14,6 +14,7 @@
 #include "actors/sidecar/kv_publisher.hpp"
 #include "actors/sidecar/relay_impl.hpp"
 #include "cluster/kv/kv_proto.hpp"
+#include "runtime/ask.hpp"
 
 namespace outrider::sidecar {
 
@@ -215,17 +216,19 @@ subscribe_kv_events(relay::impl& r, grpc::CallbackServerContext* ctx,
     hub->subscribe(sub, std::nullopt);
   };
   s->start(); // waits for the snapshot's batches
-  r.cfg.sys->spawn([idx, cb, weak = s->state()](caf::event_based_actor* self) {
-    self
-      ->request(idx, std::chrono::seconds{5}, indexer::subscribe_atom::value,
-                cb)
-      .then([self](bool) { self->quit(); },
-            [self, weak](caf::error&) {
-              kv_stream::fail(
-                weak, {StatusCode::UNAVAILABLE, "the index did not answer"});
-              self->quit();
-            });
-  });
+  // On a gRPC thread, which outlives the actor system.
+  runtime::spawn_anywhere(
+    *r.cfg.sys, [idx, cb, weak = s->state()](caf::event_based_actor* self) {
+      self
+        ->request(idx, std::chrono::seconds{5}, indexer::subscribe_atom::value,
+                  cb)
+        .then([self](bool) { self->quit(); },
+              [self, weak](caf::error&) {
+                kv_stream::fail(
+                  weak, {StatusCode::UNAVAILABLE, "the index did not answer"});
+                self->quit();
+              });
+    });
   return s;
 }
 

@@ -3,6 +3,8 @@
 #include <set>
 #include <utility>
 
+#include "runtime/ask.hpp"
+
 namespace outrider::router {
 
 namespace {
@@ -86,24 +88,27 @@ void dispatch_queue::place(std::shared_ptr<const route_request> req, bool queue,
   j->req = std::move(req);
   j->queue = queue;
   j->done = std::move(done);
-  sys_.spawn([this, j](caf::event_based_actor* self) -> caf::behavior {
-    place_once(self, j);
-    return {[this, self, j](retry_atom) {
-              j->polling = false;
-              place_once(self, j);
-            },
-            [this, self, j](wake_atom) { place_once(self, j); },
-            [this, self, j](expire_atom) {
-              // Still waiting behind others: its time is up. (The head
-              // looks at its deadline itself after each answer.)
-              if (leave_waiting(j))
-                shed_soon(self, j, shed_reason::ttl_expired);
-            },
-            [this, self, j](evict_atom) {
-              // Out of the line already (a smaller flow took its place).
-              shed_soon(self, j, shed_reason::saturated);
-            }};
-  });
+  // Called from the frontends' threads and from gRPC's (a retry after a
+  // relay failed), none of them the actor system's.
+  runtime::spawn_anywhere(
+    sys_, [this, j](caf::event_based_actor* self) -> caf::behavior {
+      place_once(self, j);
+      return {[this, self, j](retry_atom) {
+                j->polling = false;
+                place_once(self, j);
+              },
+              [this, self, j](wake_atom) { place_once(self, j); },
+              [this, self, j](expire_atom) {
+                // Still waiting behind others: its time is up. (The head
+                // looks at its deadline itself after each answer.)
+                if (leave_waiting(j))
+                  shed_soon(self, j, shed_reason::ttl_expired);
+              },
+              [this, self, j](evict_atom) {
+                // Out of the line already (a smaller flow took its place).
+                shed_soon(self, j, shed_reason::saturated);
+              }};
+    });
 }
 
 void dispatch_queue::shed_soon(caf::event_based_actor* self,
