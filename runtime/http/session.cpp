@@ -99,7 +99,7 @@ http_session::http_session(tcp::socket sock,
                            bool reserved)
   : core_(std::move(core)), tls_(core_->current_tls()),
     stream_(std::move(sock), tls_.get()), sock_(stream_.socket()),
-    timer_(sock_.get_executor()),
+    timer_(sock_.get_executor()), write_timer_(sock_.get_executor()),
     buf_(core_->lim.header_bytes + core_->lim.body_bytes + 2 * read_chunk),
     reserved_(reserved) {
   core_->opened();
@@ -170,10 +170,6 @@ void http_session::arm(std::chrono::milliseconds after, timer_kind kind) {
       self->timed_out_ = true;
       self->sock_.cancel();
       self->arm(std::chrono::milliseconds{50}, timer_kind::reading);
-      break;
-    case timer_kind::writing:
-      self->core_->refused(http_refusal::slow_reader);
-      self->close();
       break;
     }
   });

@@ -36,7 +36,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   void note_slow_reader() { core_->refused(http_refusal::slow_reader); }
 
  private:
-  enum class timer_kind { idle, reading, writing };
+  enum class timer_kind { idle, reading };
   static constexpr size_t read_chunk = 8192; // bytes per read
   /// Bytes read ahead at most while a request is handled.
   static constexpr size_t watch_ahead = 64 * 1024;
@@ -60,6 +60,9 @@ class http_session : public std::enable_shared_from_this<http_session> {
   void close();
   void arm(std::chrono::milliseconds after, timer_kind kind);
   void disarm();
+  /// A write starts: it must end within send_timeout (session_write.cpp).
+  void write_started();
+  void write_deadline(boost::system::error_code ec);
   std::string header_text(int status, const std::string& content_type,
                           const std::map<std::string, std::string>& headers,
                           size_t length, bool streamed);
@@ -70,6 +73,10 @@ class http_session : public std::enable_shared_from_this<http_session> {
   tcp::socket& sock_;  // the TCP socket under stream_
   net::steady_timer timer_;
   uint64_t timer_gen_ = 0;
+  /// Watches the write in flight (write_started); armed at most once.
+  net::steady_timer write_timer_;
+  bool write_timer_armed_ = false;
+  std::chrono::steady_clock::time_point write_since_;
   boost::beast::flat_buffer buf_;
   std::optional<
     boost::beast::http::request_parser<boost::beast::http::string_body>>

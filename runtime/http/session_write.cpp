@@ -121,8 +121,7 @@ void http_session::flush() {
   } else if (!pending_.empty()) {
     inflight_.swap(pending_);
     pending_.clear();
-    writing_ = true;
-    arm(core_->lim.send_timeout, timer_kind::writing);
+    write_started();
     if (chunked_)
       net::async_write(stream_, http::make_chunk(net::buffer(inflight_)),
                        done(inflight_.size()));
@@ -134,21 +133,49 @@ void http_session::flush() {
     if (!chunked_)
       return finish_exchange();
     finishing_ = true;
-    writing_ = true;
-    arm(core_->lim.send_timeout, timer_kind::writing);
+    write_started();
     net::async_write(stream_, http::make_chunk_last(), done(0));
     return;
   } else {
     return;
   }
-  writing_ = true;
-  arm(core_->lim.send_timeout, timer_kind::writing);
+  write_started();
   net::async_write(stream_, net::buffer(inflight_), done(0));
+}
+
+// A write that has not ended within send_timeout closes the connection (a
+// client that stopped reading). Streams write once per token, so no timer
+// operation is made per write: the timer, armed when a write starts and it
+// is not, looks when it fires at the write in flight then, if any, and
+// waits on for that one's own deadline.
+void http_session::write_started() {
+  writing_ = true;
+  write_since_ = std::chrono::steady_clock::now();
+  if (write_timer_armed_)
+    return;
+  write_timer_armed_ = true;
+  write_timer_.expires_at(write_since_ + core_->lim.send_timeout);
+  write_timer_.async_wait(
+    [self = shared_from_this()](error_code ec) { self->write_deadline(ec); });
+}
+
+void http_session::write_deadline(error_code ec) {
+  write_timer_armed_ = false;
+  if (ec || closed_ || !writing_)
+    return;
+  auto due = write_since_ + core_->lim.send_timeout;
+  if (std::chrono::steady_clock::now() >= due) {
+    core_->refused(http_refusal::slow_reader);
+    return close();
+  }
+  write_timer_armed_ = true;
+  write_timer_.expires_at(due);
+  write_timer_.async_wait(
+    [self = shared_from_this()](error_code ec) { self->write_deadline(ec); });
 }
 
 void http_session::write_done(error_code ec, size_t data_bytes) {
   writing_ = false;
-  disarm();
   if (flags_)
     flags_->queued -= data_bytes;
   if (ec)
@@ -208,6 +235,7 @@ void http_session::close() {
   if (flags_)
     flags_->gone = true;
   disarm();
+  write_timer_.cancel();
   error_code ignored;
   sock_.shutdown(tcp::socket::shutdown_both, ignored);
   sock_.close(ignored);
