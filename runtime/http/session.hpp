@@ -54,6 +54,8 @@ class http_session : public std::enable_shared_from_this<http_session> {
   void watch();
   void flush();
   void write_done(boost::system::error_code ec, size_t data_bytes);
+  /// On the connection's thread: streamed data to send (post_data).
+  void take_data(std::string& d);
   void finish_exchange();
   void linger();
   void drain();

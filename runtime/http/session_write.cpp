@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "runtime/http/session.hpp"
+#include "runtime/io_batch.hpp"
 
 namespace outrider::runtime {
 
@@ -45,6 +46,7 @@ http_session::header_text(int status, const std::string& content_type,
 }
 
 void http_session::post_response(http_response r) {
+  io_batch::flush(sock_.get_executor());
   net::post(sock_.get_executor(),
             [self = shared_from_this(), r = std::move(r)]() mutable {
               if (self->closed_)
@@ -62,6 +64,7 @@ void http_session::post_response(http_response r) {
 void http_session::post_stream_head(
   int status, std::string content_type,
   std::map<std::string, std::string> headers) {
+  io_batch::flush(sock_.get_executor());
   net::post(sock_.get_executor(),
             [self = shared_from_this(), status, ct = std::move(content_type),
              hs = std::move(headers)] {
@@ -73,20 +76,39 @@ void http_session::post_stream_head(
             });
 }
 
+// Data gathers in the thread's io_batch when one is open (a reader handing
+// many streams their tokens at once); anything else posted for the
+// connection first sends what gathered for its I/O thread, so that the
+// connection's writes keep their order.
 void http_session::post_data(std::string data) {
-  net::post(sock_.get_executor(),
-            [self = shared_from_this(), d = std::move(data)] {
-              if (self->closed_ || self->head_only_) {
-                if (self->flags_)
-                  self->flags_->queued -= d.size();
-                return;
-              }
-              self->pending_ += d;
-              self->flush();
-            });
+  auto ex = sock_.get_executor();
+  if (io_batch::add(
+        ex,
+        [](const std::shared_ptr<void>& s, std::string& d) {
+          static_cast<http_session*>(s.get())->take_data(d);
+        },
+        shared_from_this(), std::move(data)))
+    return;
+  net::post(ex, [self = shared_from_this(), d = std::move(data)]() mutable {
+    self->take_data(d);
+  });
+}
+
+void http_session::take_data(std::string& d) {
+  if (closed_ || head_only_) {
+    if (flags_)
+      flags_->queued -= d.size();
+    return;
+  }
+  if (pending_.empty())
+    pending_.swap(d);
+  else
+    pending_ += d;
+  flush();
 }
 
 void http_session::post_end() {
+  io_batch::flush(sock_.get_executor());
   net::post(sock_.get_executor(), [self = shared_from_this()] {
     if (self->closed_)
       return;
@@ -100,6 +122,7 @@ void http_session::post_end() {
 // queued; it ends, then the connection closes (finish_exchange lingers
 // once the server is stopping). The server's stop bounds the wait.
 void http_session::post_close() {
+  io_batch::flush(sock_.get_executor());
   net::post(sock_.get_executor(), [self = shared_from_this()] {
     self->keep_alive_ = false;
     if (!self->flags_)

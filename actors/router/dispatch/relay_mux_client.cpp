@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "runtime/io_batch.hpp"
+
 namespace outrider::router {
 
 namespace oe = openengine::v1;
@@ -141,21 +143,25 @@ void mux_client::OnReadDone(bool ok) {
     }
   }
   // Outside the lock: a sink may cancel (or start another request) from
-  // its callback.
-  for (auto& [sink, u] : found) {
-    for (auto& r : *u->mutable_responses()) {
-      auto n =
-        r.has_token() ? static_cast<uint32_t>(r.token().tokens_size()) : 0u;
-      sink->on_response(std::move(r), n);
+  // its callback. The streams' writes this step makes go to their I/O
+  // threads together, one post a thread, when the batch ends.
+  {
+    runtime::io_batch batch;
+    for (auto& [sink, u] : found) {
+      for (auto& r : *u->mutable_responses()) {
+        auto n =
+          r.has_token() ? static_cast<uint32_t>(r.token().tokens_size()) : 0u;
+        sink->on_response(std::move(r), n);
+      }
+      if (u->done()) {
+        auto code = u->code();
+        sink->on_done({code >= 0 && code <= 16
+                         ? static_cast<grpc::StatusCode>(code)
+                         : grpc::StatusCode::UNKNOWN,
+                       u->message()});
+      }
     }
-    if (u->done()) {
-      auto code = u->code();
-      sink->on_done({code >= 0 && code <= 16
-                       ? static_cast<grpc::StatusCode>(code)
-                       : grpc::StatusCode::UNKNOWN,
-                     u->message()});
-    }
-  }
+  } // posted here, before the next read can deliver
   in_.Clear();
   StartRead(&in_);
 }
