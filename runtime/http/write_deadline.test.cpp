@@ -4,6 +4,7 @@
 // stream runs.
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <sys/socket.h>
 #include <thread>
 
@@ -61,6 +62,18 @@ struct streamer {
   }
 };
 
+// A server on a free port whose every request `s` answers.
+std::unique_ptr<http_server> serve(const std::string& name, http_limits lim,
+                                   streamer& s) {
+  auto server = std::make_unique<http_server>(
+    name, http_server::async_handler{[&s](std::shared_ptr<http_exchange> ex) {
+      s(std::move(ex));
+    }},
+    lim);
+  REQUIRE_FALSE(server->start("127.0.0.1", 0));
+  return server;
+}
+
 } // namespace
 
 TEST_CASE("a write that does not end within the send timeout closes the "
@@ -70,19 +83,14 @@ TEST_CASE("a write that does not end within the send timeout closes the "
   lim.send_timeout = 300ms;
   lim.max_queued_bytes = 64 << 20; // far above what is sent: only time cuts
   streamer s{256, 64 << 10, 0ms};  // 16 MB, more than the sockets hold
-  http_server server{
-    name, http_server::async_handler{[&s](std::shared_ptr<http_exchange> ex) {
-      s(std::move(ex));
-    }},
-    lim};
-  REQUIRE_FALSE(server.start("127.0.0.1", 0));
+  auto server = serve(name, lim, s);
   const auto before = slow_readers(name);
-  outrider::test::raw_client stalled{server.port()};
+  outrider::test::raw_client stalled{server->port()};
   int rcvbuf = 4096;
   setsockopt(stalled.fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
   stalled.send("GET /big HTTP/1.1\r\n\r\n"); // and never reads
   CHECK(eventually([&] { return slow_readers(name) == before + 1; }, 15s));
-  CHECK(eventually([&] { return server.connections() == 0; }, 5s));
+  CHECK(eventually([&] { return server->connections() == 0; }, 5s));
   // What was not sent yet is refused: the exchange is gone.
   CHECK(eventually([&] { return s.cut.load() || s.sent.load() == 256; }, 5s));
 }
@@ -93,14 +101,9 @@ TEST_CASE("a reader that keeps up is never cut, though the stream outlasts "
   http_limits lim;
   lim.send_timeout = 500ms;
   streamer s{16, 100, 100ms}; // 1.5 s of events, one every 100 ms
-  http_server server{
-    name, http_server::async_handler{[&s](std::shared_ptr<http_exchange> ex) {
-      s(std::move(ex));
-    }},
-    lim};
-  REQUIRE_FALSE(server.start("127.0.0.1", 0));
+  auto server = serve(name, lim, s);
   const auto before = slow_readers(name);
-  outrider::test::raw_client reader{server.port()};
+  outrider::test::raw_client reader{server->port()};
   reader.send("GET /paced HTTP/1.1\r\n\r\n");
   auto out = reader.read_until(
     [](const std::string& t) {
