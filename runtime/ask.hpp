@@ -14,10 +14,10 @@ namespace outrider::runtime {
 /// system (gRPC's pooled threads, the status server's) would hang the
 /// process on exit. A thread that held none before gives it back; the
 /// system's own threads keep theirs.
-template <class... Ts>
+template <caf::spawn_options Os = caf::no_spawn_options, class... Ts>
 auto spawn_anywhere(caf::actor_system& sys, Ts&&... xs) {
   const bool foreign = caf::logger::current_logger() == nullptr;
-  auto hdl = sys.spawn(std::forward<Ts>(xs)...);
+  auto hdl = sys.spawn<Os>(std::forward<Ts>(xs)...);
   if (foreign)
     caf::logger::set_current_actor_system(nullptr);
   return hdl;
