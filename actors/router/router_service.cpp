@@ -222,6 +222,23 @@ void watch_certificates(const router_settings& s, router_parts& parts) {
     std::move(apply));
 }
 
+// The watcher dials every worker's relay at once, so it starts after the
+// frontends hold their ports: in front of thousands of relays, its outgoing
+// connections take thousands of local ports from the kernel's ephemeral
+// range, and one of them could be a fixed --http-port there. The router's
+// own addresses, which no worker's record may name, are the ports bound
+// (--http-port 0 binds a free one).
+void start_watcher(const router_settings& s, router_parts& parts,
+                   const std::shared_ptr<grpc::ChannelCredentials>& creds) {
+  auto http = parts.frontend ? parts.frontend->port() : s.http_port;
+  std::vector<std::string> own{s.http_host + ":" + std::to_string(http)};
+  if (s.grpc_port > 0)
+    own.push_back(s.http_host + ":" + std::to_string(s.grpc_port));
+  parts.watcher = std::make_unique<worker_watcher>(
+    parts.disc, parts.brain, creds, parts.plane, s.tls_server_name, own,
+    parts.tracer, parts.catalog);
+}
+
 std::shared_ptr<router_parts>
 start_router(runtime::role_env& ctx, const router_settings& s,
              std::shared_ptr<cluster::discovery> disc) {
@@ -265,15 +282,8 @@ start_router(runtime::role_env& ctx, const router_settings& s,
     parts->tls = *tls;
   auto relay_creds = cluster::channel_credentials(parts->tls);
   parts->plane = event_plane_from(ctx, s);
-  const auto& server_name = s.tls_server_name;
-  std::vector<std::string> own{s.http_host + ":" + std::to_string(s.http_port)};
-  if (s.grpc_port > 0)
-    own.push_back(s.http_host + ":" + std::to_string(s.grpc_port));
   // What the frontends list and accept, told by the watcher.
   parts->catalog = std::make_shared<model_catalog>(parts->config.model);
-  parts->watcher = std::make_unique<worker_watcher>(
-    parts->disc, parts->brain, relay_creds, parts->plane, server_name, own,
-    parts->tracer, parts->catalog);
   parts->dispatch = dispatcher_from(ctx, s, *parts, relay_creds);
   add_status_page(
     ctx, parts->brain, [weak = std::weak_ptr<router_parts>(parts)] {
@@ -293,7 +303,9 @@ start_router(runtime::role_env& ctx, const router_settings& s,
                      ? nlohmann::json::parse(disagg_json(*p->disagg->get()))
                      : nlohmann::json()}};
     });
-  if (tls && start_frontends(ctx, s, *parts)) {
+  const bool listening = tls && start_frontends(ctx, s, *parts);
+  start_watcher(s, *parts, relay_creds);
+  if (listening) {
     watch_listeners(ctx, s, *parts);
     watch_certificates(s, *parts);
     declare_ready(ctx, *parts, s.ready_workers);

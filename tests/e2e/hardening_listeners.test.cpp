@@ -339,3 +339,38 @@ TEST_CASE("row 1: a gRPC port another process listens on is refused, not "
   // The first engine still serves, alone on its port.
   CHECK(first.wait_serving(allowed(10s)));
 }
+
+// Row 8 at a port the kernel picked: the router starts its watcher, which
+// dials every record's relay, only once its frontends hold their ports, and
+// takes its own address from the port bound. Before, a router given
+// --http-port 0 knew itself as ":0", followed a record naming its own
+// frontend, and counted it a worker.
+TEST_CASE("row 8: a record naming the port a router's frontend was given by "
+          "the kernel is refused as its own") {
+  cluster c{1};
+  auto status = free_port();
+  child_process second{router_command(c.discovery.str(), 0, status, 0)};
+  REQUIRE(eventually([&] { return http_get(status, "/ready") == 200; }, 30s));
+  // The port bound, from the frontend's line ("frontend on HOST:PORT (").
+  uint16_t bound = 0;
+  REQUIRE(eventually(
+    [&] {
+      auto out = second.output();
+      auto at = out.find("frontend on 127.0.0.1:");
+      if (at == std::string::npos)
+        return false;
+      bound = static_cast<uint16_t>(std::stoul(
+        out.substr(at + std::string{"frontend on 127.0.0.1:"}.size())));
+      return bound != 0;
+    },
+    10s));
+  REQUIRE(eventually(
+    [&] { return metric_value(status, "outrider_router_workers") == 1; }, 10s));
+  plant_record(c, "loop-http", "127.0.0.1:" + std::to_string(bound));
+  CHECK(eventually(
+    [&] {
+      return metric_value(status, "outrider_discovery_self_records_total") >= 1;
+    },
+    10s));
+  CHECK(metric_value(status, "outrider_router_workers") == 1);
+}
