@@ -17,7 +17,6 @@ struct item {
 struct group {
   boost::asio::any_io_executor ex;
   std::vector<item> items;
-  size_t last = 0; // items posted last time: room made at once
 };
 
 // This thread's open batches: their depth and what they gathered, per
@@ -32,7 +31,6 @@ thread_local thread_batch current;
 void post_group(group& g) {
   if (g.items.empty())
     return;
-  g.last = g.items.size();
   boost::asio::post(g.ex, [items = std::move(g.items)]() mutable {
     for (auto& i : items)
       i.fn(i.target, i.data);
@@ -64,8 +62,6 @@ bool io_batch::add(const boost::asio::any_io_executor& ex, apply_fn fn,
       g = &x;
   if (g == nullptr)
     g = &current.groups.emplace_back(group{ex, {}});
-  if (g->items.empty())
-    g->items.reserve(g->last);
   g->items.push_back({fn, std::move(target), std::move(data)});
   return true;
 }

@@ -75,7 +75,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   tcp::socket& sock_;  // the TCP socket under stream_
   net::steady_timer timer_;
   uint64_t timer_gen_ = 0;
-  /// Watches the write in flight (write_started); armed at most once.
+  /// Watches the write in flight (write_started); one wait at a time.
   net::steady_timer write_timer_;
   bool write_timer_armed_ = false;
   std::chrono::steady_clock::time_point write_since_;
