@@ -1,5 +1,6 @@
 #include "bench/bench_procs.hpp"
 
+#include <cstdlib>
 #include <fstream>
 #include <unistd.h>
 
@@ -20,6 +21,10 @@ double cpu_seconds(pid_t pid) {
     if (i >= 14)
       ticks += std::stod(field);
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+bool have_python_grpc() {
+  return std::system("/usr/bin/python3 -c 'import grpc' 2>/dev/null") == 0;
 }
 
 } // namespace outrider::bench

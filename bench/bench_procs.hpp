@@ -127,6 +127,28 @@ struct router_proc {
   }
 };
 
+/// A single-process Python grpcio relay of OpenEngine `Inference.Generate`
+/// in front of `engine` (bench/python_relay.py: the baseline relay;
+/// Debian python3-grpcio).
+struct python_relay {
+  uint16_t port = test::free_port();
+  std::unique_ptr<test::child_process> proc;
+  // With `sidecar` (its relay address), Control calls pass through to it
+  // (bench/python_relay.py): a router can take this for a worker's relay.
+  explicit python_relay(const std::string& engine,
+                        const std::string& sidecar = {}) {
+    std::vector<std::string> args{"/usr/bin/python3", "bench/python_relay.py",
+                                  std::to_string(port), engine};
+    if (!sidecar.empty())
+      args.push_back(sidecar);
+    proc = std::make_unique<test::child_process>(args);
+  }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port); }
+};
+
+/// Whether the Python relay can run here (python3-grpcio installed).
+bool have_python_grpc();
+
 /// CPU seconds (user and system) a process has used so far.
 double cpu_seconds(pid_t pid);
 

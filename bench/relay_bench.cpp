@@ -30,17 +30,6 @@ namespace {
 constexpr unsigned prompt_len = 128;
 constexpr unsigned output_len = 256;
 
-struct python_relay {
-  uint16_t port = test::free_port();
-  std::unique_ptr<test::child_process> proc;
-  explicit python_relay(const std::string& engine) {
-    proc = std::make_unique<test::child_process>(
-      std::vector<std::string>{"/usr/bin/python3", "bench/python_relay.py",
-                               std::to_string(port), engine});
-  }
-  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port); }
-};
-
 struct measured {
   double tok_s = 0;
   double us_per_token = 0;        // the relay process's CPU
@@ -95,8 +84,7 @@ int main(int argc, char** argv) {
   std::ofstream csv{csv_path};
   csv << "engine,streams,direct_tok_s,outrider_tok_s,python_tok_s,"
          "outrider_us_per_token,python_us_per_token\n";
-  bool have_python = std::system("/usr/bin/python3 -c 'import grpc' "
-                                 "2>/dev/null") == 0;
+  bool have_python = have_python_grpc();
   if (!have_python)
     std::fprintf(stderr, "no python3-grpcio: the Python column is skipped\n");
 
