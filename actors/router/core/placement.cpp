@@ -141,7 +141,11 @@ void placement::uncover(uint32_t slot, const std::vector<uint64_t>& touched,
 }
 
 // Prefilled (or gone before): its blocks stay predicted for the TTL, the
-// time their KV events take to arrive.
+// time their KV events take to arrive, unless they arrived already (the
+// engine published the blocks before its first token reached here):
+// those go now, as they would had their events come after. Kept for the
+// TTL, a fleet's fulfilled predictions filled a table every decision's
+// walk reads (a lookup per prompt block).
 void placement::settle(uint64_t key, booking& b) {
   if (!b.covered.empty()) {
     std::erase(slots_[b.slot].covering, key);
@@ -153,15 +157,31 @@ void placement::settle(uint64_t key, booking& b) {
   auto& pred = predictions_[b.slot];
   auto expiry = now_() + cfg_.prediction_ttl;
   bool added = false;
+  size_t kept = 0;
   for (auto h : b.pending) {
     auto& p = pred.insert(h, added);
     if (p.pending > 0)
       --p.pending;
+    if (p.pending == 0 && p.indexed) {
+      pred.erase(h);
+      predicted_bits_.clear(h, b.slot);
+      continue;
+    }
     p.until = expiry;
+    b.pending[kept++] = h;
   }
-  lapses_.push_back({expiry, b.slot, std::move(b.pending)});
+  b.pending.resize(kept);
+  if (!b.pending.empty())
+    lapses_.push_back({expiry, b.slot, std::move(b.pending)});
   b.pending.clear();
   b.pending.shrink_to_fit();
+}
+
+size_t placement::predicted_blocks() const {
+  size_t n = 0;
+  for (const auto& pred : predictions_)
+    n += pred.size();
+  return n;
 }
 
 placement::choice placement::decide(const route_request& req) {

@@ -131,6 +131,8 @@ class placement {
   /// Workers requests can be placed on (refused ones are not counted).
   size_t workers() const { return workers_.size(); }
   size_t index_entries() const { return index_.entries(); }
+  /// (rank, block) predictions held, over every rank (tests, benches).
+  size_t predicted_blocks() const;
   const indexer::tiered_index& index() const { return index_; }
   /// Per live worker and rank, the engine block hashes the index holds
   /// (sorted): what two routers fed the same events must agree on.
@@ -265,6 +267,10 @@ class placement {
   // prediction_ttl more (`until`), or until its KV event has arrived.
   struct prediction {
     uint32_t pending = 0;
+    // The index stored the block on this rank while requests computing
+    // it were pending: once none is, the prediction has nothing left to
+    // stand for (it goes then, not after the TTL).
+    bool indexed = false;
     clock::time_point until{};
   };
   std::vector<indexer::flat_table<prediction>> predictions_;

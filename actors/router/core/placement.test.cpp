@@ -382,3 +382,62 @@ TEST_CASE("placement: the tick's tidy finishes an index growth that "
   CHECK(p.index().held(0) == 82850);
   CHECK(place(p, prompt(0, 64)).chosen_overlap_blocks == 16);
 }
+
+TEST_CASE("placement: a prediction whose blocks the index holds before its "
+          "request is prefilled goes then, not after the TTL",
+          "[placement]") {
+  manual_clock clk;
+  auto cfg = mode("kv");
+  cfg.prediction_ttl = 5s;
+  placement p{cfg, clk.fn(), 1};
+  p.add_worker(worker("a"));
+  p.add_worker(worker("b"));
+  auto stored_for = [](const std::vector<uint32_t>& tokens, uint64_t first) {
+    kv::block_stored s;
+    s.block_size = 4;
+    s.token_ids = tokens;
+    for (uint64_t i = 0; i < 4; ++i)
+      s.block_hashes.push_back(first + i);
+    return s;
+  };
+  // The engine publishes the blocks before its first token arrives here.
+  auto tokens = prompt(1100);
+  auto d = place(p, tokens);
+  REQUIRE(d.ok);
+  CHECK(p.predicted_blocks() == 4);
+  REQUIRE(p.apply_events({d.worker_id, 0, false, {stored_for(tokens, 4000)}}));
+  CHECK(p.predicted_blocks() == 4); // still computing: it stays
+  p.prefilled(d.key);
+  CHECK(p.predicted_blocks() == 0);
+  auto again = place(p, tokens);
+  CHECK(again.worker_id == d.worker_id);
+  CHECK(again.overlap_blocks == 4); // the index's, as before
+  p.release(again.key);
+  p.release(d.key);
+
+  // The other order (first token, then the events) ends the same way.
+  auto other = prompt(1200);
+  auto e = place(p, other);
+  REQUIRE(e.ok);
+  p.prefilled(e.key);
+  CHECK(p.predicted_blocks() == 4);
+  REQUIRE(p.apply_events({e.worker_id, 0, false, {stored_for(other, 5000)}}));
+  CHECK(p.predicted_blocks() == 0);
+  p.release(e.key);
+
+  // Stored, then the rank reset before the first token: what the index
+  // held is gone, so the prediction stays for its TTL.
+  auto third = prompt(1300);
+  auto f = place(p, third);
+  REQUIRE(f.ok);
+  REQUIRE(p.apply_events({f.worker_id, 0, false, {stored_for(third, 6000)}}));
+  REQUIRE(p.apply_events({f.worker_id, 0, true, {}}));
+  p.prefilled(f.key);
+  p.release(f.key);
+  CHECK(p.predicted_blocks() == 4);
+  clk.t += 1s;
+  auto follower = place(p, third);
+  CHECK(follower.worker_id == f.worker_id);
+  CHECK(follower.chosen_overlap_blocks == 4);
+  CHECK(follower.overlap_blocks == 0);
+}

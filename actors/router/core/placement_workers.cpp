@@ -122,6 +122,18 @@ std::optional<uint32_t> placement::apply_events(const worker_events& ev) {
   std::vector<uint64_t> touched;
   index_.apply(slot, ev.events,
                pred.size() == 0 && !covering ? nullptr : &touched);
+  if (ev.reset) {
+    // What the index held of the rank is gone: no prediction stands for
+    // an indexed block until the events say so again.
+    std::vector<uint64_t> keys;
+    pred.each([&](uint64_t h, const prediction& p) {
+      if (p.indexed)
+        keys.push_back(h);
+    });
+    for (auto h : keys)
+      pred.find(h)->indexed = false;
+  }
+  const auto& gpu = index_.tier(kv::medium::gpu);
   for (auto h : touched) {
     auto* p = pred.find(h);
     if (!p)
@@ -130,6 +142,8 @@ std::optional<uint32_t> placement::apply_events(const worker_events& ev) {
     if (p->pending == 0) {
       pred.erase(h);
       predicted_bits_.clear(h, slot);
+    } else {
+      p->indexed = gpu.holds(h, slot); // stored, or removed again
     }
   }
   if (covering && (ev.reset || !touched.empty()))
