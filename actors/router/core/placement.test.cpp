@@ -11,19 +11,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::vector<uint32_t> prompt(uint32_t base, size_t n = 16) {
-  std::vector<uint32_t> t(n);
-  for (size_t i = 0; i < n; ++i)
-    t[i] = base + static_cast<uint32_t>(i);
-  return t;
-}
-
-route_decision place(placement& p, std::vector<uint32_t> tokens) {
-  route_request req;
-  req.tokens = std::move(tokens);
-  return p.place(req);
-}
-
 router_config mode(std::string m) {
   router_config c;
   c.mode = engine::router_mode_of(m).value();
@@ -40,7 +27,7 @@ TEST_CASE("placement: the same seed places the same way", "[placement]") {
       p.add_worker(worker(id));
     std::vector<std::string> picks;
     for (uint32_t i = 0; i < 32; ++i) {
-      auto d = place(p, prompt(i * 100));
+      auto d = place_prompt(p, counting_prompt(i * 100));
       REQUIRE(d.ok);
       picks.push_back(d.worker_id);
       p.release(d.key);
@@ -58,7 +45,7 @@ TEST_CASE("placement: KV events make the index win over an idle rank",
   p.add_worker(worker("a"));
   p.add_worker(worker("b"));
   // b reports the prompt's blocks as stored.
-  auto tokens = prompt(500);
+  auto tokens = counting_prompt(500);
   worker_events ev;
   ev.worker_id = "b";
   kv::block_stored stored;
@@ -68,7 +55,7 @@ TEST_CASE("placement: KV events make the index win over an idle rank",
     stored.block_hashes.push_back(1000 + i);
   ev.events.emplace_back(stored);
   REQUIRE(p.apply_events(ev));
-  auto d = place(p, tokens);
+  auto d = place_prompt(p, tokens);
   CHECK(d.worker_id == "b");
   CHECK(d.overlap_blocks == 4);
   // Unknown workers and ranks are refused, not applied.
@@ -93,7 +80,7 @@ TEST_CASE("placement: a rank's table is made for its share of the "
   p.add_worker(claims_much);
   p.add_worker(worker("c")); // says nothing of its cache
   for (std::string id : {"a", "b", "c"})
-    report_stored(p, id, prompt(500, 4), 1000); // one block each
+    report_stored(p, id, counting_prompt(500, 4), 1000); // one block each
   const auto& gpu = p.index().tier(kv::medium::gpu);
   CHECK(gpu.table_slots(0) == 342);  // a's rank 0: 273 at 80%
   CHECK(gpu.table_slots(1) == 0);    // a's rank 1: no block yet
@@ -109,12 +96,12 @@ TEST_CASE("placement: every rank above the queue threshold means wait",
   placement p{cfg, clk.fn(), 1};
   p.add_worker(worker("a"));
   p.add_worker(worker("b"));
-  auto d1 = place(p, prompt(0));
-  auto d2 = place(p, prompt(100));
+  auto d1 = place_prompt(p, counting_prompt(0));
+  auto d2 = place_prompt(p, counting_prompt(100));
   REQUIRE(d1.ok);
   REQUIRE(d2.ok);
   CHECK(d1.worker_id != d2.worker_id);
-  auto d3 = place(p, prompt(200));
+  auto d3 = place_prompt(p, counting_prompt(200));
   CHECK_FALSE(d3.ok);
   CHECK(d3.busy);
   // One prompt computed: its rank takes work again.
@@ -122,7 +109,7 @@ TEST_CASE("placement: every rank above the queue threshold means wait",
   REQUIRE(slot);
   CHECK(p.load(*slot).prefill_tokens == 0);
   CHECK(p.load(*slot).decode_blocks == 4);
-  auto d4 = place(p, prompt(300));
+  auto d4 = place_prompt(p, counting_prompt(300));
   REQUIRE(d4.ok);
   CHECK(d4.worker_id == d1.worker_id);
   p.release(d1.key);
@@ -144,7 +131,7 @@ TEST_CASE("placement: workers of another model or block size are refused",
   other.kv_block_size = 16;
   CHECK(p.add_worker(other) == placement::join::refused_block_size);
   p.remove_worker("a");
-  CHECK_FALSE(place(p, prompt(0)).ok);
+  CHECK_FALSE(place_prompt(p, counting_prompt(0)).ok);
 }
 
 TEST_CASE("placement: an engine's own KV report counts while it is fresh",
@@ -152,12 +139,12 @@ TEST_CASE("placement: an engine's own KV report counts while it is fresh",
   manual_clock clk;
   placement p{mode("kv"), clk.fn(), 1};
   p.add_worker(worker("a"));
-  auto before = place(p, prompt(0));
+  auto before = place_prompt(p, counting_prompt(0));
   CHECK(before.engine_used_kv_blocks == -1); // nothing reported yet
   p.release(before.key);
   p.engine_reported({"a", {{0, 120, 1000}, {7, 5, 5}}}); // rank 7: no such
   p.engine_reported({"nobody", {{0, 1, 1}}});
-  auto d = place(p, prompt(0));
+  auto d = place_prompt(p, counting_prompt(0));
   CHECK(d.engine_used_kv_blocks == 120);
   auto v = p.view();
   REQUIRE(v.size() == 1);
@@ -166,7 +153,7 @@ TEST_CASE("placement: an engine's own KV report counts while it is fresh",
   p.release(d.key);
   // A report older than engine_load_fresh (3 s) is not believed.
   clk.t += 4s;
-  auto stale = place(p, prompt(0));
+  auto stale = place_prompt(p, counting_prompt(0));
   CHECK(stale.engine_used_kv_blocks == -1);
   p.release(stale.key);
   // One that says it holds longer (a large fleet polled less often) is,
@@ -175,11 +162,11 @@ TEST_CASE("placement: an engine's own KV report counts while it is fresh",
   slow.fresh_for = 30s;
   p.engine_reported(slow);
   clk.t += 29s;
-  auto held = place(p, prompt(0));
+  auto held = place_prompt(p, counting_prompt(0));
   CHECK(held.engine_used_kv_blocks == 80);
   p.release(held.key);
   clk.t += 2s;
-  CHECK(place(p, prompt(0)).engine_used_kv_blocks == -1);
+  CHECK(place_prompt(p, counting_prompt(0)).engine_used_kv_blocks == -1);
 }
 
 TEST_CASE("placement: a request counted on cached blocks that a rank reset "
@@ -189,19 +176,19 @@ TEST_CASE("placement: a request counted on cached blocks that a rank reset "
   placement p{mode("kv"), clk.fn(), 1};
   p.add_worker(worker("a"));
   p.add_worker(worker("b"));
-  auto tokens = prompt(900);
+  auto tokens = counting_prompt(900);
   kv::block_stored stored;
   stored.block_size = 4;
   stored.token_ids = tokens;
   stored.block_hashes = {3000, 3001, 3002, 3003};
   REQUIRE(p.apply_events({"a", 0, false, {stored}}));
-  auto held = place(p, tokens);
+  auto held = place_prompt(p, tokens);
   REQUIRE(held.worker_id == "a");
   CHECK(held.overlap_blocks == 4);
   // The engine restarted its numbering: the index forgets the rank, but
   // the queued request will compute its blocks there.
   REQUIRE(p.apply_events({"a", 0, true, {}}));
-  auto follower = place(p, tokens);
+  auto follower = place_prompt(p, tokens);
   CHECK(follower.worker_id == "a");
   CHECK(follower.overlap_blocks == 0);
   CHECK(follower.chosen_overlap_blocks == 4);
@@ -219,7 +206,7 @@ TEST_CASE("placement: an adapter's request goes only to workers serving the "
   p.add_worker(with_sql);
   p.add_worker(worker("b"));
   route_request req;
-  req.tokens = prompt(100);
+  req.tokens = counting_prompt(100);
   req.identity.lora = "sql";
   for (int i = 0; i < 8; ++i) {
     auto d = p.place(req);
@@ -234,11 +221,11 @@ TEST_CASE("placement: an adapter's request goes only to workers serving the "
   // Blocks of the adapter do not match the base model's prompt.
   kv::block_stored s;
   s.block_hashes = {1, 2, 3, 4};
-  s.token_ids = prompt(100);
+  s.token_ids = counting_prompt(100);
   s.block_size = 4;
   s.lora_name = "sql";
   REQUIRE(p.apply_events(worker_events{"b", 0, false, {s}}));
-  auto base = place(p, prompt(100));
+  auto base = place_prompt(p, counting_prompt(100));
   REQUIRE(base.ok);
   CHECK(base.overlap_blocks == 0);
   req.identity.lora = "sql";
@@ -255,12 +242,12 @@ TEST_CASE("placement: the tick's tidy finishes an index growth that "
   manual_clock clk;
   placement p{mode("kv"), clk.fn(), 1};
   p.add_worker(worker("a"));
-  report_stored(p, "a", prompt(0, 4 * 82850), 1000);
+  report_stored(p, "a", counting_prompt(0, 4 * 82850), 1000);
   CHECK(p.tidy(1)); // pending: the helper at work, or the move
   auto deadline = std::chrono::steady_clock::now() + 20s;
   while (p.tidy(65536) && std::chrono::steady_clock::now() < deadline) {
   }
   CHECK_FALSE(p.tidy(65536));
   CHECK(p.index().held(0) == 82850);
-  CHECK(place(p, prompt(0, 64)).chosen_overlap_blocks == 16);
+  CHECK(place_prompt(p, counting_prompt(0, 64)).chosen_overlap_blocks == 16);
 }

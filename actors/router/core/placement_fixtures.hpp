@@ -1,7 +1,7 @@
 #pragma once
 
-// Shared by the placement unit tests: a hand-moved clock, a worker
-// record, and a rank's stored blocks.
+// Shared by the placement unit tests: a hand-moved clock, prompts, a
+// worker record, and a rank's stored blocks.
 
 #include <catch2/catch.hpp>
 
@@ -16,6 +16,22 @@ struct manual_clock {
     return [this] { return t; };
   }
 };
+
+// `n` tokens counting up from `base`: prompts of 4-token blocks that share
+// nothing unless their ranges overlap.
+inline std::vector<uint32_t> counting_prompt(uint32_t base, size_t n = 16) {
+  std::vector<uint32_t> t(n);
+  for (size_t i = 0; i < n; ++i)
+    t[i] = base + static_cast<uint32_t>(i);
+  return t;
+}
+
+// Places a request of these tokens and nothing else.
+inline route_decision place_prompt(placement& p, std::vector<uint32_t> tokens) {
+  route_request req;
+  req.tokens = std::move(tokens);
+  return p.place(req);
+}
 
 inline cluster::worker_record worker(const std::string& id) {
   cluster::worker_record r;
