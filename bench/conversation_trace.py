@@ -8,6 +8,13 @@ after a think time. Deterministic for a seed.
   bench/conversation_trace.py --conversations 300 --seed 1 --out /tmp/conv.jsonl
   bench/trace_replay.py --trace /tmp/conv.jsonl --workers 3 --time-scales 4
 
+A time scale shortens think times as much as it speeds arrivals: scaled far
+(90x: think times of 0.2 s) every conversation waits mostly on its own
+answers, a closed loop whose TTFT follows the throughput. To load the
+engines with think times still long against an answer, start conversations
+faster instead (--rate, more --conversations) at a modest scale;
+--show-load prints the load that offers (docs/benchmarks.md).
+
 Each line: timestamp (ms; the first turn's arrival, later turns' nominal
 times as if answers were instant), input_length, output_length, hash_ids
 (one id per 512 tokens of the conversation's text: a full block keeps its id
@@ -104,6 +111,28 @@ def summary(recs):
             f"{span:.0f} s")
 
 
+def offered_load(recs, scale, answer_s, window_s=10.0):
+    """Requests a second the replay would send in each window at `scale`,
+    were every answer to take `answer_s` (the load the trace offers before
+    any queueing: a conversation's next turn waits for its answer)."""
+    convs = {}
+    for r in recs:
+        convs.setdefault(r["conversation"], []).append(r)
+    t0 = min(r["timestamp"] for r in recs)
+    times = []
+    for turns in convs.values():
+        turns.sort(key=lambda r: r["turn"])
+        t = (turns[0]["timestamp"] - t0) / 1000.0 / scale
+        for r in turns:
+            if r["turn"] > 0:
+                t += answer_s + r["think_ms"] / 1000.0 / scale
+            times.append(t)
+    counts = [0] * (int(max(times) // window_s) + 1)
+    for t in times:
+        counts[int(t // window_s)] += 1
+    return [c / window_s for c in counts]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--conversations", type=int, default=300)
@@ -120,6 +149,10 @@ def main():
     ap.add_argument("--max-context", type=int, default=32768,
                     help="a conversation ends before a turn would pass this")
     ap.add_argument("--out", help="file to write (default: standard output)")
+    ap.add_argument("--show-load", type=float, metavar="SCALE",
+                    help="also print the requests a second the replay at this "
+                         "time scale would offer, per 10 s, were answers to "
+                         "take 0.3 s")
     args = ap.parse_args()
     if args.mean_turns < 2 or args.max_turns < 2:
         ap.error("conversations have at least 2 turns")
@@ -130,6 +163,11 @@ def main():
     if args.out:
         out.close()
     print(summary(recs), file=sys.stderr)
+    if args.show_load and recs:
+        rates = offered_load(recs, args.show_load, 0.3)
+        print(f"offered at {args.show_load:g}x, requests/s per 10 s: "
+              + " ".join(f"{r:.0f}" for r in rates) + f"; peak {max(rates):.0f}",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":
