@@ -299,8 +299,9 @@ def main():
     ap.add_argument("--max-input", type=int, default=131072 - 64,
                     help="longer prompts are left out (beyond the context)")
     ap.add_argument("--repeat", type=int, default=1,
-                    help="run each point this many times; the table, the "
-                         "ratios and the plots use the means")
+                    help="run each point this many times, going round the "
+                         "modes; the table, the ratios and the plots use the "
+                         "means")
     ap.add_argument("--router-arg", action="append", default=[],
                     help="an extra flag for outrider (repeat)")
     ap.add_argument("--adapters", type=int, default=0,
@@ -346,21 +347,26 @@ def main():
               f"{'/lru':>6} {'TTFT p50':>9} {'p99':>8} {'ITL p50':>8} {'p99':>7} "
               f"{'req/s':>6} {'tok/s':>6}")
         for scale in [float(s) for s in args.time_scales.split(",")]:
-            for mode in args.modes.split(","):
-                runs = []
-                for run in range(max(1, args.repeat)):
+            # Repeats go round the modes (kv, rr, random, kv, rr, ...), so
+            # that the machine's load drifting over a long point weighs on
+            # every mode alike.
+            modes = args.modes.split(",")
+            runs = {mode: [] for mode in modes}
+            for run in range(max(1, args.repeat)):
+                for mode in modes:
                     m = run_point(recs, bodies, args, workers, mode, scale)
                     m["run"] = run
                     m["hit"] = m["cached"] / m["prompt"] if m["prompt"] else 0
                     m["of_ideal"] = m["hit"] / ideal if ideal else 0
                     m["of_lru"] = m["hit"] / pooled if pooled else 0
-                    runs.append(m)
+                    runs[mode].append(m)
                     print_point(m, scale, mode)
-                if len(runs) > 1:
-                    rows.append(mean_of(runs))
-                    print_spread(runs, rows[-1])
+            for mode in modes:
+                if len(runs[mode]) > 1:
+                    rows.append(mean_of(runs[mode]))
+                    print_spread(runs[mode], rows[-1], mode)
                 else:
-                    rows.append(runs[0])
+                    rows.append(runs[mode][0])
             by = {r["mode"]: r for r in rows if r["workers"] == workers and r["scale"] == scale}
             if "kv" in by and "round-robin" in by:
                 kv, rr = by["kv"], by["round-robin"]
@@ -419,10 +425,10 @@ def mean_of(runs):
     return m
 
 
-def print_spread(runs, m):
+def print_spread(runs, m, mode):
     lru = [100 * r["of_lru"] for r in runs]
     inf = [100 * r["of_ideal"] for r in runs]
-    print(f"{'':>6} mean of {len(runs)}: hit {100 * m['hit']:.1f}%, "
+    print(f"{'':>6} {mode}, mean of {len(runs)}: hit {100 * m['hit']:.1f}%, "
           f"{100 * m['of_ideal']:.1f}% of infinite ({min(inf):.1f}-{max(inf):.1f}), "
           f"{100 * m['of_lru']:.1f}% of pooled LRU ({min(lru):.1f}-{max(lru):.1f}); "
           f"TTFT p50 {1000 * m['ttft_p50']:.0f} ms, p99 {1000 * m['ttft_p99']:.0f} ms, "
